@@ -1,0 +1,164 @@
+"""Validated configuration objects.
+
+Every field is checked at construction; a bad value raises
+:class:`~dashr_ext.errors.ConfigError` naming the field, the accepted range and the value
+received, e.g. ``threshold_ratio: expected a number in (0, 1), got 1.5``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from .errors import ConfigError
+
+__all__ = ["ENGINES", "CompactionConfig", "RecallConfig"]
+
+ENGINES = ("summary",)
+
+
+def _int(name: str, value: object, low: int, high: int | None = None) -> int:
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        accepted = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+        raise ConfigError(name, accepted, value)
+    return value
+
+
+def _ratio(name: str, value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < float(value) < 1:
+        raise ConfigError(name, "a number in (0, 1)", value)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """When to compact and how much to keep.
+
+    A pass triggers when the measured request (envelope + surface) exceeds
+    ``threshold_ratio × context_window_tokens`` or, when set, ``recency_window_tokens``.
+    It keeps the smallest tail of whole units reaching the retain budget
+    (``retain_tokens``, else ``retain_ratio × context_window_tokens``) and summarizes
+    everything before it.
+    """
+
+    engine: str = "summary"
+    context_window_tokens: int = 128_000
+    threshold_ratio: float = 0.8
+    retain_ratio: float = 0.16
+    retain_tokens: int | None = None
+    recency_window_tokens: int | None = None
+    max_summary_tokens: int = 8192
+    compaction_retries: int = 1
+    auto: bool = True
+    archive_max_bytes: int | None = None
+    archive_reasoning: bool = True
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError("engine", f"one of {', '.join(map(repr, ENGINES))}", self.engine)
+        _int("context_window_tokens", self.context_window_tokens, 256)
+        _ratio("threshold_ratio", self.threshold_ratio)
+        _ratio("retain_ratio", self.retain_ratio)
+        if self.retain_tokens is not None:
+            _int("retain_tokens", self.retain_tokens, 1)
+        if self.recency_window_tokens is not None:
+            _int("recency_window_tokens", self.recency_window_tokens, 1)
+        _int("max_summary_tokens", self.max_summary_tokens, 16)
+        _int("compaction_retries", self.compaction_retries, 0, 10)
+        if not isinstance(self.auto, bool):
+            raise ConfigError("auto", "True or False", self.auto)
+        if not isinstance(self.archive_reasoning, bool):
+            raise ConfigError("archive_reasoning", "True or False", self.archive_reasoning)
+        if self.archive_max_bytes is not None:
+            _int("archive_max_bytes", self.archive_max_bytes, 1)
+        threshold = self.threshold_tokens
+        if self.retain_tokens is None and self.retain_ratio >= self.threshold_ratio:
+            raise ConfigError(
+                "retain_ratio",
+                f"a ratio below threshold_ratio ({self.threshold_ratio})",
+                self.retain_ratio,
+            )
+        if self.retain_tokens is not None and self.retain_tokens >= threshold:
+            raise ConfigError(
+                "retain_tokens",
+                f"fewer tokens than the threshold (threshold_ratio × context_window_tokens = "
+                f"{threshold})",
+                self.retain_tokens,
+            )
+        if self.recency_window_tokens is not None:
+            if self.retain_tokens is None:
+                raise ConfigError(
+                    "retain_tokens",
+                    "an absolute token count when recency_window_tokens is set "
+                    f"(recency_window_tokens = {self.recency_window_tokens})",
+                    None,
+                )
+            if self.retain_tokens >= self.recency_window_tokens:
+                raise ConfigError(
+                    "retain_tokens",
+                    f"fewer tokens than recency_window_tokens ({self.recency_window_tokens})",
+                    self.retain_tokens,
+                )
+
+    @property
+    def threshold_tokens(self) -> int:
+        """``threshold_ratio × context_window_tokens``, rounded down."""
+        return int(self.threshold_ratio * self.context_window_tokens)
+
+    @property
+    def retain_budget(self) -> int:
+        """Tokens of recent history a pass keeps verbatim."""
+        if self.retain_tokens is not None:
+            return self.retain_tokens
+        return int(self.retain_ratio * self.context_window_tokens)
+
+    @property
+    def trigger_tokens(self) -> int:
+        """The lowest measured total that triggers a pressure pass (exclusive bound)."""
+        if self.recency_window_tokens is not None:
+            return min(self.recency_window_tokens, self.threshold_tokens)
+        return self.threshold_tokens
+
+    def should_compact(self, total_tokens: int) -> bool:
+        """``total > recency_window_tokens OR total > threshold_ratio × context_window_tokens``."""
+        return total_tokens > self.trigger_tokens
+
+    def with_changes(self, **changes: Any) -> CompactionConfig:
+        """A validated copy with ``changes`` applied; unknown names raise ConfigError."""
+        _check_names(self, changes)
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Budgets of the history_* tools and the post-compaction pointer."""
+
+    read_max_chars: int = 8000
+    read_max_events: int = 80
+    search_max_hits: int = 20
+    outline_max_chars: int = 4000
+    pointer: Literal["inject", "off"] = "inject"
+
+    def __post_init__(self) -> None:
+        _int("read_max_chars", self.read_max_chars, 400, 1_000_000)
+        _int("read_max_events", self.read_max_events, 1, 1000)
+        _int("search_max_hits", self.search_max_hits, 1, 200)
+        _int("outline_max_chars", self.outline_max_chars, 200, 1_000_000)
+        if self.pointer not in ("inject", "off"):
+            raise ConfigError("pointer", "'inject' or 'off'", self.pointer)
+
+    def with_changes(self, **changes: Any) -> RecallConfig:
+        _check_names(self, changes)
+        return replace(self, **changes)
+
+
+def _check_names(obj: object, changes: dict[str, Any]) -> None:
+    names = [f.name for f in fields(obj)]  # type: ignore[arg-type]
+    for key in changes:
+        if key not in names:
+            raise ConfigError(key, f"one of the fields {', '.join(names)}", key)

@@ -1,0 +1,316 @@
+"""``Dashr``: the controller tying a session to its compaction engine, archive and recall.
+
+It is the one object harnesses, notebooks and the CLI hold::
+
+    with Dashr.create(config=CompactionConfig(recency_window_tokens=20_000,
+                                              retain_tokens=4_000)) as d:
+        d.record_openai({"role": "user", "content": "Fix the failing retry tests."})
+        messages = d.request_messages()      # compacts first when over the threshold
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .compaction import CompactionEngine, CompactionResult, make_engine
+from .compaction.base import checkpoint_of, rebuild_archive
+from .config import CompactionConfig, RecallConfig
+from .errors import ConfigError
+from .events import Event, now_ms
+from .session import Session
+
+if TYPE_CHECKING:
+    from .meter import Measurement, TokenMeter
+    from .store import Durability
+    from .summarizers.base import Summarizer
+
+__all__ = ["Checkpoint", "Dashr"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    summary_seq: int
+    shadowed_seqs: tuple[int, ...]
+    shadowed_tokens: int
+    superseded_by: str | None
+    time: int
+    """Epoch ms of the pass's ``compaction/summary`` event."""
+    preview: str
+    node_seq: int
+    """Seq of the checkpoint's surface node (the replacement ``user/message``)."""
+    trigger: str
+
+
+class Dashr:
+    """A session with compaction, archive and recall. Create with :meth:`create` or :meth:`open`."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        summarizer: str | Summarizer = "extractive",
+        meter: TokenMeter | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        from .meter import TokenMeter
+        from .summarizers.base import make_summarizer
+
+        if config is not None and not isinstance(config, CompactionConfig):
+            raise ConfigError("config", "a CompactionConfig", config)
+        if recall is not None and not isinstance(recall, RecallConfig):
+            raise ConfigError("recall", "a RecallConfig", recall)
+        self.session = session
+        self._config = config or CompactionConfig()
+        self.recall_config = recall or RecallConfig()
+        self.meter = meter or TokenMeter()
+        self.summarizer = make_summarizer(summarizer)
+        self.archive: dict[str, Any] = {}
+        self._clock = clock
+        rebuild_archive(session, self._config, self.archive)
+        self.engine: CompactionEngine = self._make_engine()
+
+    def _make_engine(self) -> CompactionEngine:
+        return make_engine(
+            self._config.engine,
+            self.session,
+            self._config,
+            self.meter,
+            self.summarizer,
+            self.archive,
+            clock=self._clock,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        summarizer: str | Summarizer = "extractive",
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        session_id: str | None = None,
+        in_memory: bool = False,
+        durability: Durability = "fsync",
+        meter: TokenMeter | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> Dashr:
+        """Start a new session (``$DASHR_HOME/sessions/<id>.jsonl`` unless ``path`` is given)."""
+        session = Session.create(
+            path,
+            session_id=session_id,
+            system_prompt=system_prompt,
+            tools=tools,
+            durability=durability,
+            in_memory=in_memory,
+            clock=clock,
+        )
+        try:
+            return cls(
+                session,
+                config=config,
+                recall=recall,
+                summarizer=summarizer,
+                meter=meter,
+                clock=clock,
+            )
+        except BaseException:
+            session.close()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        read_only: bool = False,
+        *,
+        summarizer: str | Summarizer = "extractive",
+        durability: Durability = "fsync",
+        meter: TokenMeter | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> Dashr:
+        """Re-attach to a session file; rebuilds the archive from the log.
+
+        A writer closes passes a crashed process left open (an orphan ``compaction/start``)
+        with a ``compaction/end`` carrying an ``error``, so they never block later passes.
+        """
+        session = Session.open(path, read_only=read_only, durability=durability, clock=clock)
+        try:
+            if not read_only:
+                _close_orphan_passes(session)
+            return cls(
+                session,
+                config=config,
+                recall=recall,
+                summarizer=summarizer,
+                meter=meter,
+                clock=clock,
+            )
+        except BaseException:
+            session.close()
+            raise
+
+    def close(self) -> None:
+        """Release the writer lock and the summarizer's connections."""
+        self.session.close()
+        close = getattr(self.summarizer, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> Dashr:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.session.path or "in memory"
+        return (
+            f"<Dashr session {self.session.id} ({where}): {len(self.session)} events, "
+            f"{len(self.checkpoints())} checkpoints>"
+        )
+
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def config(self) -> CompactionConfig:
+        return self._config
+
+    @config.setter
+    def config(self, value: CompactionConfig) -> None:
+        if not isinstance(value, CompactionConfig):
+            raise ConfigError("config", "a CompactionConfig", value)
+        self._config = value
+        self.engine = self._make_engine()
+
+    def configure(self, **changes: Any) -> CompactionConfig:
+        """Change compaction settings live, validated as a whole; returns the new config."""
+        self.config = self._config.with_changes(**changes)
+        return self._config
+
+    # ------------------------------------------------------------------ recording
+
+    def record_openai(
+        self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> list[Event]:
+        """Append OpenAI chat message(s); returns the new events (markers included)."""
+        return self.session.record_openai(message)
+
+    def report_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> Event:
+        """Record the provider's usage of the last request; the meter anchors on it."""
+        for name, value, optional in (
+            ("prompt_tokens", prompt_tokens, False),
+            ("completion_tokens", completion_tokens, True),
+        ):
+            if (value is None and not optional) or (
+                value is not None
+                and (not isinstance(value, int) or isinstance(value, bool) or value < 0)
+            ):
+                raise ConfigError(name, "an integer >= 0" + (" or None" if optional else ""), value)
+        surface = self.session.surface
+        at_seq = surface[-1] if surface else 0
+        return self.session.append_log(
+            "usage/report",
+            {"promptTokens": prompt_tokens, "completionTokens": completion_tokens, "atSeq": at_seq},
+        )
+
+    # ------------------------------------------------------------------ compaction
+
+    def measure(self) -> Measurement:
+        """Tokens of the next request: envelope plus every surface node."""
+        return self.meter.measure(self.session)
+
+    def request_messages(self) -> list[dict[str, Any]]:
+        """Run the pressure check (may compact), then derive the next request's messages."""
+        self.engine.before_request()
+        return self.session.messages()
+
+    def compact(
+        self,
+        trigger: str = "manual",
+        *,
+        start_seq: int | None = None,
+        end_seq: int | None = None,
+    ) -> CompactionResult | None:
+        """Compact now. None when nothing is compactable; a failed pass raises CompactionError."""
+        return self.engine.compact(trigger, start_seq=start_seq, end_seq=end_seq)
+
+    def handle_overflow(self) -> bool:
+        """After a context-length error: forced reduction; True means retry the request once."""
+        return self.engine.handle_overflow()
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Every committed checkpoint, oldest first."""
+        return checkpoints(self.session)
+
+
+def checkpoints(session: Session) -> list[Checkpoint]:
+    """Committed checkpoints of a session, oldest first, with what superseded each."""
+    nodes: dict[str, int] = {}
+    for event in session.events:
+        checkpoint = checkpoint_of(event)
+        if checkpoint is not None:
+            nodes[checkpoint] = event.seq
+    found: list[Checkpoint] = []
+    shadowed_by: dict[int, str] = {}
+    for event in session.events:
+        if event.type != "compaction/summary" or event.data["checkpoint"] not in nodes:
+            continue
+        data = event.data
+        for seq in data["shadowedSeqs"]:
+            shadowed_by[seq] = data["checkpoint"]
+        summary = str(data["summary"]).strip()
+        first_line = next(
+            (ln.strip() for ln in summary.splitlines() if ln.strip() and not ln.startswith("#")),
+            "",
+        )
+        found.append(
+            Checkpoint(
+                id=data["checkpoint"],
+                summary_seq=event.seq,
+                shadowed_seqs=tuple(data["shadowedSeqs"]),
+                shadowed_tokens=int(data["shadowedTokenCount"]),
+                superseded_by=None,
+                time=event.time,
+                preview=first_line[:120],
+                node_seq=nodes[data["checkpoint"]],
+                trigger=str(data["trigger"]),
+            )
+        )
+    return [
+        Checkpoint(**{**c.__dict__, "superseded_by": shadowed_by.get(c.node_seq)}) for c in found
+    ]
+
+
+def _close_orphan_passes(session: Session) -> None:
+    open_passes: dict[str, int] = {}
+    for event in session.events:
+        if event.type == "compaction/start":
+            open_passes[str(event.data["compactionId"])] = event.seq
+        elif event.type == "compaction/end":
+            open_passes.pop(str(event.data["compactionId"]), None)
+    for compaction_id, seq in open_passes.items():
+        warnings.warn(
+            f"session {session.id}: compaction pass {compaction_id} (seq {seq}) never finished; "
+            "closing it as failed (the surface was not changed)",
+            stacklevel=3,
+        )
+        session.append_log(
+            "compaction/end",
+            {
+                "compactionId": compaction_id,
+                "error": "interrupted: the process ended before the pass finished",
+            },
+        )

@@ -1,0 +1,122 @@
+"""Exceptions raised by dashr_ext.
+
+Every public entry point fails with one of these, and the message says what was
+wrong and what is accepted. A failed operation leaves the session log exactly as
+it was. Catch :class:`DashrError` to handle them all::
+
+    DashrError
+    ├── ConfigError (ValueError)            a configuration value is out of range
+    ├── EventError (ValueError)             an event or message does not fit the vocabulary
+    │   └── FormatError                     an adapter input (e.g. an OpenAI message) is malformed
+    ├── SurfaceError (ValueError)           a surface operation is not allowed (e.g. a split pair)
+    ├── StoreError                          the session file cannot be used
+    │   ├── CorruptLogError                 a line in the middle of the file is not a valid event
+    │   ├── SessionLockedError              another process holds the writer lock
+    │   └── ReadOnlyError                   a write on a session opened read-only
+    ├── CompactionError                     a compaction pass cannot start or commit
+    │   ├── CompactionInProgressError       a pass is already running for this session
+    │   └── SummarizerError                 the summarizer failed (timeout, HTTP error, bad output)
+    ├── PromptError (ValueError)            a prompt template is missing or malformed
+    └── RecallError (ValueError)            a history_* call has bad arguments
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CompactionError",
+    "CompactionInProgressError",
+    "ConfigError",
+    "CorruptLogError",
+    "DashrError",
+    "EventError",
+    "FormatError",
+    "PromptError",
+    "ReadOnlyError",
+    "RecallError",
+    "SessionLockedError",
+    "StoreError",
+    "SummarizerError",
+    "SurfaceError",
+]
+
+
+class DashrError(Exception):
+    """Base class of every error raised by dashr_ext."""
+
+
+class ConfigError(DashrError, ValueError):
+    """A configuration value is missing, of the wrong type, or out of range.
+
+    The message names the field, the accepted range and the value received.
+    """
+
+    def __init__(self, field: str, accepted: str, received: object) -> None:
+        self.field = field
+        self.accepted = accepted
+        self.received = received
+        super().__init__(f"{field}: expected {accepted}, got {received!r}")
+
+
+class EventError(DashrError, ValueError):
+    """An event, message or content block does not fit the on-disk vocabulary."""
+
+
+class FormatError(EventError):
+    """An adapter input (for example an OpenAI chat message) is malformed.
+
+    ``field`` is the path of the offending field, e.g. ``tool_calls[0].function.arguments``.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class SurfaceError(DashrError, ValueError):
+    """A surface operation is not allowed (unknown seq, split tool pair, bad replace)."""
+
+
+class StoreError(DashrError):
+    """The session file cannot be opened, read or written."""
+
+
+class CorruptLogError(StoreError):
+    """A complete line of the session file is not a valid event.
+
+    Raised with the file, the 1-based line number and the reason; the file is left untouched.
+    """
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{path}:{line}: {reason} (the file was not modified)")
+
+
+class SessionLockedError(StoreError):
+    """Another writer holds the session's lock; open it with ``read_only=True`` to inspect it."""
+
+
+class ReadOnlyError(StoreError):
+    """A write was attempted on a session opened read-only."""
+
+
+class CompactionError(DashrError):
+    """A compaction pass cannot start or cannot commit."""
+
+
+class CompactionInProgressError(CompactionError):
+    """A compaction pass is already running for this session."""
+
+
+class SummarizerError(CompactionError):
+    """The summarizer failed: timeout, HTTP error, malformed or empty output."""
+
+
+class PromptError(DashrError, ValueError):
+    """A prompt template is missing, or rendering it met unknown or leftover syntax."""
+
+
+class RecallError(DashrError, ValueError):
+    """A history_outline / history_read / history_search call has bad arguments."""

@@ -1,0 +1,376 @@
+"""OpenAI chat-completions messages <-> session events.
+
+:func:`record_openai` accepts the chat-completions message shapes:
+
+* ``{"role": "system", "content": str | [text parts]}`` — an envelope change
+  (``system/message``, log-only), never a surface node;
+* ``{"role": "user", "content": str | [parts]}`` with ``text`` and ``image_url`` parts;
+* ``{"role": "assistant", "content": str | None | [text parts], "tool_calls": [...],
+  "reasoning_content": str}`` (DeepSeek-style reasoning becomes a reasoning block);
+* ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
+
+:func:`to_openai` derives them back from the surface. The round-trip is exact except for
+these normalisations:
+
+1. ``tool_calls[].index`` (a streaming artefact) is dropped;
+2. key order follows this module, not the input;
+3. ``compact-checkpoint`` and ``context/message`` nodes render as ``user`` messages.
+
+Keys this module does not interpret (``name`` and the like) are kept on the event under
+``message["openai"]["extra"]`` and emitted again unchanged.
+
+Malformed input raises :class:`~dashr_ext.errors.FormatError` naming the field (for a list,
+``messages[3].tool_calls[0].function.arguments``); nothing is appended then, not even the
+valid messages before the bad one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FormatError
+from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, block_to_json
+from ..session import EventSpec, _fold_marker, inferred_markers
+
+if TYPE_CHECKING:
+    from ..session import Session, _TurnState
+
+__all__ = ["record_openai", "to_openai"]
+
+_KNOWN_KEYS = {
+    "system": {"role", "content"},
+    "user": {"role", "content"},
+    "assistant": {"role", "content", "tool_calls", "reasoning_content"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+
+
+def record_openai(
+    session: Session, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> list[Event]:
+    """Validate and append OpenAI chat message(s) as one atomic batch; returns the new events."""
+    if isinstance(message, Mapping):
+        items: list[tuple[str, Mapping[str, Any]]] = [("", message)]
+    elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
+        items = []
+        for i, m in enumerate(message):
+            if not isinstance(m, Mapping):
+                raise FormatError(f"messages[{i}]", f"expected an object, got {type(m).__name__}")
+            items.append((f"messages[{i}].", m))
+    else:
+        raise FormatError(
+            "message",
+            f"expected an OpenAI message object or a list of them, got {type(message).__name__}",
+        )
+    conv = _Converter(session)
+    specs: list[EventSpec] = []
+    for prefix, m in items:
+        specs.extend(conv.convert(m, prefix))
+    return session.append(specs)
+
+
+class _Converter:
+    """Turns messages into event specs, tracking batch-local state (calls, markers)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pending = dict.fromkeys(session.pending_tool_calls())
+        self.new_calls: dict[str, str] = {}
+        self.markers: _TurnState | None = session.marker_state() if session.infers_markers else None
+
+    def convert(self, m: Mapping[str, Any], p: str) -> list[EventSpec]:
+        role = m.get("role")
+        if role not in _KNOWN_KEYS:
+            raise FormatError(
+                f"{p}role", f"expected 'system', 'user', 'assistant' or 'tool', got {role!r}"
+            )
+        extra = {k: v for k, v in m.items() if k not in _KNOWN_KEYS[role]}
+        if role == "system":
+            content, parts = _text_content(m, p, allow_none=False)
+            msg = _message("system", {"kind": "system"}, content, parts, extra)
+            return [EventSpec("system/message", {"message": msg})]
+        if role == "user":
+            content, parts = _user_content(m, p)
+            msg = _message("user", {"kind": "user"}, content, parts, extra)
+            return self._with_markers(EventSpec("user/message", {"message": msg}, "append"), msg)
+        if role == "assistant":
+            return self._assistant(m, p, extra)
+        return self._tool(m, p, extra)
+
+    def _assistant(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> list[EventSpec]:
+        blocks: list[Any] = []
+        reasoning = m.get("reasoning_content")
+        if reasoning is not None:
+            if not isinstance(reasoning, str):
+                raise FormatError(f"{p}reasoning_content", "expected a string or null")
+            blocks.append(ReasoningBlock(reasoning))
+        content, parts = _text_content(m, p, allow_none=True)
+        blocks.extend(content)
+        raw_calls = m.get("tool_calls")
+        if raw_calls is not None:
+            if not isinstance(raw_calls, list):
+                raise FormatError(f"{p}tool_calls", "expected a list of tool calls or null")
+            for i, call in enumerate(raw_calls):
+                blocks.append(self._tool_call(call, f"{p}tool_calls[{i}]"))
+        msg = _message("assistant", {"kind": "model", "model": None}, blocks, parts, extra)
+        if raw_calls == []:
+            msg.setdefault("openai", {})["emptyToolCalls"] = True
+        return self._with_markers(EventSpec("assistant/message", {"message": msg}, "append"), msg)
+
+    def _tool_call(self, call: object, p: str) -> ToolCallBlock:
+        if not isinstance(call, Mapping):
+            raise FormatError(p, f"expected an object, got {type(call).__name__}")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise FormatError(f"{p}.id", "expected a non-empty string")
+        kind = call.get("type", "function")
+        if kind != "function":
+            raise FormatError(f"{p}.type", f"expected 'function', got {kind!r}")
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            raise FormatError(f"{p}.function", "expected an object with 'name' and 'arguments'")
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise FormatError(f"{p}.function.name", "expected a non-empty string")
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            raise FormatError(
+                f"{p}.function.arguments", f"expected a JSON string, got {type(args).__name__}"
+            )
+        try:
+            json.loads(args)
+        except ValueError as exc:
+            raise FormatError(f"{p}.function.arguments", f"not valid JSON ({exc})") from None
+        if call_id in self.new_calls or self.session.tool_call_seq(call_id) is not None:
+            raise FormatError(
+                f"{p}.id", f"tool call id {call_id!r} is already used in this session"
+            )
+        self.new_calls[call_id] = name
+        self.pending[call_id] = None
+        return ToolCallBlock(call_id, name, args)
+
+    def _tool(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> list[EventSpec]:
+        call_id = m.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise FormatError(
+                f"{p}tool_call_id", "missing: a tool message needs the id of its call"
+            )
+        if call_id not in self.pending:
+            waiting = ", ".join(self.pending) or "none"
+            raise FormatError(
+                f"{p}tool_call_id",
+                f"no tool call {call_id!r} is awaiting a result (awaiting: {waiting})",
+            )
+        del self.pending[call_id]
+        content, parts = _text_content(m, p, allow_none=False)
+        name = extra.get("name")
+        tool_name = name if isinstance(name, str) else self._call_name(call_id)
+        msg = _message("tool", {"kind": "tool"}, content, parts, extra)
+        msg.update({"toolCallId": call_id, "toolName": tool_name, "isError": False})
+        return [EventSpec("tool/result", {"message": msg}, "append")]
+
+    def _call_name(self, call_id: str) -> str:
+        return self.new_calls.get(call_id) or self.session.tool_call_name(call_id) or ""
+
+    def _with_markers(self, spec: EventSpec, msg: Mapping[str, Any]) -> list[EventSpec]:
+        if self.markers is None:
+            return [spec]
+        role = str(msg["role"])
+        has_calls = any(b.get("type") == "tool-call" for b in msg["content"])
+        before, after = inferred_markers(self.markers, role, str(msg["source"]["kind"]), has_calls)
+        out: list[EventSpec] = []
+        for kind, data in before:
+            _fold_marker(self.markers, -1, kind, data)
+            out.append(EventSpec(kind, data))
+        out.append(spec)
+        for kind, data in after:
+            _fold_marker(self.markers, -1, kind, data)
+            out.append(EventSpec(kind, data))
+        return out
+
+
+def _message(
+    role: str,
+    source: dict[str, Any],
+    content: Sequence[Any],
+    parts: bool,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": role,
+        "source": source,
+        "content": [block_to_json(b) for b in content],
+    }
+    openai: dict[str, Any] = {}
+    if parts:
+        openai["parts"] = True
+    if extra:
+        openai["extra"] = dict(extra)
+    if openai:
+        msg["openai"] = openai
+    return msg
+
+
+def _text_content(m: Mapping[str, Any], p: str, *, allow_none: bool) -> tuple[list[Any], bool]:
+    """Content that may only hold text: a string, text parts, or (assistant) null."""
+    content = m.get("content")
+    if content is None:
+        if allow_none:
+            return [], False
+        raise FormatError(f"{p}content", "expected a string or a list of text parts, got null")
+    if isinstance(content, str):
+        return [TextBlock(content)], False
+    if isinstance(content, list):
+        blocks: list[Any] = []
+        for i, part in enumerate(content):
+            if not isinstance(part, Mapping) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise FormatError(
+                    f"{p}content[{i}].type", f"expected a 'text' part here, got {kind!r}"
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise FormatError(f"{p}content[{i}].text", "expected a string")
+            blocks.append(TextBlock(text))
+        return blocks, True
+    raise FormatError(
+        f"{p}content", f"expected a string or a list of parts, got {type(content).__name__}"
+    )
+
+
+def _user_content(m: Mapping[str, Any], p: str) -> tuple[list[Any], bool]:
+    content = m.get("content")
+    if not isinstance(content, list):
+        return _text_content(m, p, allow_none=False)
+    blocks: list[Any] = []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise FormatError(f"{p}content[{i}].text", "expected a string")
+            blocks.append(TextBlock(text))
+        elif kind == "image_url":
+            blocks.append(_image(part, f"{p}content[{i}]"))
+        else:
+            raise FormatError(
+                f"{p}content[{i}].type", f"expected 'text' or 'image_url', got {kind!r}"
+            )
+    return blocks, True
+
+
+def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else None
+    if not isinstance(url, str) or not url:
+        raise FormatError(f"{p}.image_url.url", "expected a non-empty URL string")
+    media_type, size = "image/*", None
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        media_type = header[5:].split(";")[0] or "image/*"
+        if ";base64" in header:
+            try:
+                size = len(base64.b64decode(payload, validate=False))
+            except ValueError:
+                raise FormatError(f"{p}.image_url.url", "data URL is not valid base64") from None
+    extra: dict[str, Any] = {"url": url}
+    detail = image.get("detail") if isinstance(image, Mapping) else None
+    if detail is not None:
+        extra["detail"] = detail
+    return ImageBlock(
+        attachment_id=hashlib.sha256(url.encode()).hexdigest()[:16],
+        media_type=media_type,
+        width=None,
+        height=None,
+        bytes=size,
+        extra=extra,
+    )
+
+
+# --------------------------------------------------------------------------- derive
+
+
+def to_openai(session: Session) -> list[dict[str, Any]]:
+    """The next request's OpenAI messages: the system prompt, then the surface in order."""
+    out: list[dict[str, Any]] = []
+    system = session.system_message
+    if system is not None:
+        out.append(_emit_system(system))
+    elif session.system_prompt is not None:
+        out.append({"role": "system", "content": session.system_prompt})
+    for event in session.surface_events():
+        out.append(event_to_openai(event))
+    return out
+
+
+def _emit_system(event: Event) -> dict[str, Any]:
+    msg = event.message
+    openai = msg.extra.get("openai") or {}
+    out: dict[str, Any] = {"role": "system", "content": _emit_text(msg.content, openai)}
+    out.update(openai.get("extra") or {})
+    return out
+
+
+def event_to_openai(event: Event) -> dict[str, Any]:
+    """One surface node as an OpenAI chat message."""
+    msg = event.message
+    openai: Mapping[str, Any] = msg.extra.get("openai") or {}
+    out: dict[str, Any]
+    if event.type == "assistant/message":
+        text = [b for b in msg.content if isinstance(b, TextBlock)]
+        out = {"role": "assistant", "content": _emit_text(text, openai) if text else None}
+        calls = msg.tool_calls
+        if calls or openai.get("emptyToolCalls"):
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
+        reasoning = [b.text for b in msg.content if isinstance(b, ReasoningBlock)]
+        if reasoning:
+            out["reasoning_content"] = "\n".join(reasoning)
+    elif event.type == "tool/result":
+        out = {
+            "role": "tool",
+            "tool_call_id": msg.tool_call_id,
+            "content": _emit_text(msg.content, openai),
+        }
+    else:
+        out = {"role": "user", "content": _emit_text(msg.content, openai)}
+    out.update(openai.get("extra") or {})
+    return out
+
+
+def _emit_text(blocks: Sequence[Any], openai: Mapping[str, Any]) -> Any:
+    if openai.get("parts"):
+        parts: list[dict[str, Any]] = []
+        for b in blocks:
+            if isinstance(b, TextBlock):
+                parts.append({"type": "text", "text": b.text})
+            elif isinstance(b, ImageBlock) and "url" in b.extra:
+                image: dict[str, Any] = {"url": b.extra["url"]}
+                if "detail" in b.extra:
+                    image["detail"] = b.extra["detail"]
+                parts.append({"type": "image_url", "image_url": image})
+            elif isinstance(b, ImageBlock):
+                parts.append({"type": "text", "text": _image_placeholder(b)})
+        return parts
+    pieces = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            pieces.append(b.text)
+        elif isinstance(b, ImageBlock):
+            pieces.append(_image_placeholder(b))
+    return "\n".join(pieces)
+
+
+def _image_placeholder(b: ImageBlock) -> str:
+    size = f" {b.width}x{b.height}" if b.width and b.height else ""
+    return f"[image {b.media_type}{size} attachment {b.attachment_id}]"

@@ -1,0 +1,823 @@
+"""The event-sourced session: an append-only log and the pure folds over it.
+
+A :class:`Session` owns the log (a list of :class:`~dashr_ext.events.Event`, index == seq)
+and keeps three folds of it up to date as events are appended:
+
+* the **surface**: the ordered seqs of the conversation nodes the next request is built from;
+* **tool pairing**: which surface node holds each tool call and which holds its result;
+* **turns and steps**: explicit ``turn/*`` / ``step/*`` markers, or inferred from message order
+  for logs that carry none.
+
+Opening a file replays it through the same folds, so the live state and the replayed state
+are equal by construction. Appends are validated before anything is written: a failed append
+leaves the log, the file and every fold exactly as they were.
+
+This module knows nothing of compaction; it only offers the queries a range selector needs
+(:meth:`Session.balanced_cuts`, :meth:`Session.units`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import EventError, ReadOnlyError, SurfaceError
+from .events import (
+    SURFACE_TYPES,
+    ContentBlock,
+    Event,
+    Message,
+    Replace,
+    SurfaceOp,
+    block_to_json,
+    now_ms,
+    text_blocks,
+)
+
+if TYPE_CHECKING:
+    from .store import Durability, Store
+
+__all__ = ["EventSpec", "Session", "Step", "Turn", "Unit"]
+
+FORMAT = "dashr/1"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An event before it is appended: the session assigns ``seq``, ``time`` and message ids."""
+
+    type: str
+    data: dict[str, Any]
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+    time: int | None = None
+    """Epoch ms; None means the session's clock at append time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    turn: int
+    index: int
+    start_seq: int
+    end_seq: int | None
+    """``None`` while the step is executing."""
+
+    @property
+    def is_open(self) -> bool:
+        return self.end_seq is None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    index: int
+    start_seq: int
+    end_seq: int | None
+    reason: str | None
+    steps: tuple[Step, ...]
+
+    @property
+    def is_open(self) -> bool:
+        return self.end_seq is None
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """An indivisible run of surface nodes for range selection: a whole step or one message.
+
+    ``start``/``end`` are surface positions (``end`` exclusive).
+    """
+
+    start: int
+    end: int
+    is_open: bool
+
+
+# --------------------------------------------------------------------------- turn fold
+
+
+@dataclass
+class _TurnState:
+    """Mutable fold of turn/step markers (explicit or inferred)."""
+
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    open_turn: int | None = None
+    open_step: tuple[int, int] | None = None
+    step_of: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Surface seq -> (turn, step) for nodes appended while that step was open."""
+
+    def begin_turn(self, seq: int, turn: int) -> None:
+        self.turns.append({"index": turn, "start": seq, "end": None, "reason": None, "steps": []})
+        self.open_turn = turn
+        self.open_step = None
+
+    def end_turn(self, seq: int, reason: str) -> None:
+        if self.open_step is not None:
+            self.end_step(seq)
+        if self.turns and self.turns[-1]["end"] is None:
+            self.turns[-1]["end"] = seq
+            self.turns[-1]["reason"] = reason
+        self.open_turn = None
+
+    def begin_step(self, seq: int, turn: int, step: int) -> None:
+        if self.open_step is not None:
+            self.end_step(seq)
+        if self.open_turn is None:
+            self.begin_turn(seq, turn)
+        self.turns[-1]["steps"].append({"index": step, "start": seq, "end": None})
+        self.open_step = (turn, step)
+
+    def end_step(self, seq: int) -> None:
+        if self.open_step is not None and self.turns and self.turns[-1]["steps"]:
+            last = self.turns[-1]["steps"][-1]
+            if last["end"] is None:
+                last["end"] = seq
+        self.open_step = None
+
+    def next_turn(self) -> int:
+        return len(self.turns) + 1
+
+    def next_step(self) -> int:
+        return len(self.turns[-1]["steps"]) + 1 if self.turns and self.open_turn else 1
+
+
+def inferred_markers(
+    state: _TurnState, role: str, source_kind: str, has_tool_calls: bool
+) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
+    """Markers implied by one message's arrival (SPEC 3.3), as (before, after) lists.
+
+    A human user message opens a turn (ending an open one as ``interrupted``); an assistant
+    message opens a step (closing the previous one); an assistant message without tool calls
+    closes its step and turn.
+    """
+    before: list[tuple[str, dict[str, Any]]] = []
+    after: list[tuple[str, dict[str, Any]]] = []
+    turn = state.open_turn
+    step = state.open_step
+    if role == "user" and source_kind == "user":
+        if turn is not None:
+            if step is not None:
+                before.append(("step/end", {"turn": step[0], "step": step[1]}))
+            before.append(("turn/end", {"turn": turn, "reason": "interrupted"}))
+        before.append(("turn/start", {"turn": state.next_turn()}))
+    elif role == "assistant":
+        next_step = 1
+        if turn is None:
+            turn = state.next_turn()
+            before.append(("turn/start", {"turn": turn}))
+        else:
+            next_step = state.next_step()
+            if step is not None:
+                before.append(("step/end", {"turn": step[0], "step": step[1]}))
+        before.append(("step/start", {"turn": turn, "step": next_step}))
+        if not has_tool_calls:
+            after.append(("step/end", {"turn": turn, "step": next_step}))
+            after.append(("turn/end", {"turn": turn, "reason": "completed"}))
+    return before, after
+
+
+# --------------------------------------------------------------------------- session
+
+
+class Session:
+    """An append-only conversation log with its surface, tool pairing and turn folds."""
+
+    def __init__(
+        self,
+        events: Sequence[Event] = (),
+        *,
+        store: Store | None = None,
+        read_only: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._store = store
+        self._read_only = read_only
+        self._clock = clock
+        self._explicit_markers = False
+        self._reset()
+        for event in events:
+            self._check(event)
+            self._apply(event)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        *,
+        session_id: str | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        durability: Durability = "fsync",
+        in_memory: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """Start a new session; ``path`` defaults to ``$DASHR_HOME/sessions/<id>.jsonl``.
+
+        ``in_memory=True`` keeps the log in memory only (tests, scratch sessions).
+        """
+        from .store import Store, default_session_path, new_session_id
+
+        sid = session_id or new_session_id()
+        store = None
+        if not in_memory:
+            target = Path(path) if path is not None else default_session_path(sid)
+            store = Store.create(target, durability=durability)
+        session = cls(store=store, clock=clock)
+        header = EventSpec(
+            "session/header",
+            {
+                "sessionId": sid,
+                "createdAt": clock(),
+                "systemPrompt": system_prompt,
+                "tools": [dict(t) for t in tools] if tools is not None else None,
+                "format": FORMAT,
+            },
+        )
+        try:
+            session.append([header])
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        durability: Durability = "fsync",
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """Replay a session file to exactly its live state.
+
+        ``read_only=True`` takes no writer lock, so a file another process is writing can be
+        inspected; appends then raise :class:`~dashr_ext.errors.ReadOnlyError`.
+        """
+        from .errors import CorruptLogError
+        from .store import Store
+
+        store = Store.open(Path(path), read_only=read_only, durability=durability)
+        try:
+            lines, _torn = store.load()
+            session = cls(store=None, read_only=read_only, clock=clock)
+            for line in lines:
+                try:
+                    event = Event.from_json(line.obj)
+                    session._check(event)
+                except (EventError, SurfaceError) as exc:
+                    raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
+                session._apply(event)
+            if not session._events:
+                raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
+        except BaseException:
+            store.close()
+            raise
+        session._store = store
+        return session
+
+    def close(self) -> None:
+        """Release the writer lock (idempotent)."""
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ state
+
+    def _reset(self) -> None:
+        self._events: list[Event] = []
+        self._surface: list[int] = []
+        self._current: set[int] = set()
+        self._call_seq: dict[str, int] = {}
+        self._call_name: dict[str, str] = {}
+        self._result_seq: dict[str, int] = {}
+        self._turn_state = _TurnState()
+        self._has_markers = False
+        self._system_prompt: str | None = None
+        self._system_seq: int | None = None
+        self._tools: list[dict[str, Any]] | None = None
+        self._session_id = ""
+        self._created_at = 0
+        self._surface_version = 0
+        self._balance_cache: tuple[int, list[bool]] | None = None
+        self._pos_cache: tuple[int, dict[int, int]] | None = None
+
+    @property
+    def path(self) -> Path | None:
+        return self._store.path if self._store is not None else None
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def id(self) -> str:
+        return self._session_id
+
+    @property
+    def created_at(self) -> int:
+        return self._created_at
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Every event ever appended; ``events[seq].seq == seq``."""
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def event(self, seq: int) -> Event:
+        """The event at ``seq`` (shadowed events included), in O(1)."""
+        if not 0 <= seq < len(self._events):
+            last = len(self._events) - 1
+            raise IndexError(f"seq {seq} is outside this session's log (seqs 0-{last})")
+        return self._events[seq]
+
+    @property
+    def surface(self) -> Sequence[int]:
+        """The current surface: ordered seqs of the nodes the next request is built from."""
+        return tuple(self._surface)
+
+    @property
+    def surface_version(self) -> int:
+        """Increments on every surface change (append or replace)."""
+        return self._surface_version
+
+    def is_current(self, seq: int) -> bool:
+        return seq in self._current
+
+    def position(self, seq: int) -> int:
+        """Surface position of a current node."""
+        if self._pos_cache is None or self._pos_cache[0] != self._surface_version:
+            self._pos_cache = (self._surface_version, {s: i for i, s in enumerate(self._surface)})
+        try:
+            return self._pos_cache[1][seq]
+        except KeyError:
+            raise SurfaceError(f"seq {seq} is not on the current surface") from None
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self._system_prompt
+
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        return self._tools
+
+    @property
+    def system_message(self) -> Event | None:
+        """The latest ``system/message`` event (the envelope's system prompt), if any."""
+        return self._events[self._system_seq] if self._system_seq is not None else None
+
+    # ------------------------------------------------------------------ tool pairing
+
+    def tool_call_seq(self, tool_call_id: str) -> int | None:
+        """Seq of the assistant event that issued ``tool_call_id``."""
+        return self._call_seq.get(tool_call_id)
+
+    def tool_result_seq(self, tool_call_id: str) -> int | None:
+        return self._result_seq.get(tool_call_id)
+
+    def tool_call_name(self, tool_call_id: str) -> str | None:
+        return self._call_name.get(tool_call_id)
+
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of current tool calls that have no result yet, in call order."""
+        return [
+            cid
+            for cid, seq in self._call_seq.items()
+            if cid not in self._result_seq and seq in self._current
+        ]
+
+    def balanced_cuts(self) -> list[bool]:
+        """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
+
+        Length is ``len(surface) + 1``; ``cuts[0]`` and ``cuts[-1]``... the ends are balanced
+        unless a tool call still waits for its result (then every cut after it is not).
+        """
+        if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
+            return self._balance_cache[1]
+        n = len(self._surface)
+        diff = [0] * (n + 2)
+        for cid, call_seq in self._call_seq.items():
+            if call_seq not in self._current:
+                continue
+            a = self.position(call_seq)
+            result_seq = self._result_seq.get(cid)
+            if result_seq is None:
+                b = n  # pending: no cut after the call is balanced
+            elif result_seq in self._current:
+                b = self.position(result_seq)
+            else:
+                continue
+            if b > a:
+                diff[a + 1] += 1
+                diff[b + 1] -= 1
+        cuts: list[bool] = []
+        running = 0
+        for k in range(n + 1):
+            running += diff[k]
+            cuts.append(running == 0)
+        self._balance_cache = (self._surface_version, cuts)
+        return cuts
+
+    def balanced_before(self, seq: int) -> bool:
+        """True when a cut right before surface node ``seq`` splits no tool call from its result."""
+        return self.balanced_cuts()[self.position(seq)]
+
+    def balanced_after(self, seq: int) -> bool:
+        """True when a cut right after surface node ``seq`` splits no tool call from its result."""
+        return self.balanced_cuts()[self.position(seq) + 1]
+
+    # ------------------------------------------------------------------ turns and steps
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [
+            Turn(
+                index=t["index"],
+                start_seq=t["start"],
+                end_seq=t["end"],
+                reason=t["reason"],
+                steps=tuple(Step(t["index"], s["index"], s["start"], s["end"]) for s in t["steps"]),
+            )
+            for t in self._turn_state.turns
+        ]
+
+    @property
+    def open_turn(self) -> int | None:
+        return self._turn_state.open_turn
+
+    @property
+    def open_step(self) -> tuple[int, int] | None:
+        """``(turn, step)`` of the step executing right now, if any."""
+        return self._turn_state.open_step
+
+    def step_of(self, seq: int) -> tuple[int, int] | None:
+        """``(turn, step)`` a surface node was appended in, or None for standalone nodes."""
+        return self._turn_state.step_of.get(seq)
+
+    def executing_seqs(self) -> set[int]:
+        """Seqs of the surface events belonging to the step executing right now."""
+        step = self._turn_state.open_step
+        if step is None:
+            return set()
+        return {s for s, st in self._turn_state.step_of.items() if st == step}
+
+    def units(self) -> list[Unit]:
+        """The surface split into indivisible units (whole steps, standalone messages)."""
+        out: list[Unit] = []
+        open_step = self._turn_state.open_step
+        i, n = 0, len(self._surface)
+        while i < n:
+            step = self._turn_state.step_of.get(self._surface[i])
+            j = i + 1
+            if step is not None:
+                while j < n and self._turn_state.step_of.get(self._surface[j]) == step:
+                    j += 1
+            out.append(Unit(i, j, step is not None and step == open_step))
+            i = j
+        return out
+
+    def begin_turn(self) -> Event:
+        """Mark the start of a turn explicitly (disables marker inference)."""
+        self._explicit_markers = True
+        if self.open_turn is not None:
+            raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
+        return self.append([EventSpec("turn/start", {"turn": self._turn_state.next_turn()})])[0]
+
+    def end_turn(self, reason: str = "completed") -> Event:
+        self._explicit_markers = True
+        turn = self.open_turn
+        if turn is None:
+            raise SurfaceError("no turn is open")
+        specs = []
+        if self.open_step is not None:
+            specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
+        specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
+        return self.append(specs)[-1]
+
+    def begin_step(self) -> Event:
+        self._explicit_markers = True
+        if self.open_turn is None:
+            raise SurfaceError("no turn is open; call begin_turn() first")
+        if self.open_step is not None:
+            raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
+        spec = EventSpec(
+            "step/start", {"turn": self.open_turn, "step": self._turn_state.next_step()}
+        )
+        return self.append([spec])[0]
+
+    def end_step(self) -> Event:
+        self._explicit_markers = True
+        step = self.open_step
+        if step is None:
+            raise SurfaceError("no step is open")
+        return self.append([EventSpec("step/end", {"turn": step[0], "step": step[1]})])[0]
+
+    @property
+    def infers_markers(self) -> bool:
+        """Whether adapters should infer turn/step markers (False once marked explicitly)."""
+        return not self._explicit_markers
+
+    def marker_state(self) -> _TurnState:
+        """A copy of the turn/step fold, for adapters that infer markers over a batch."""
+        st = self._turn_state
+        return _TurnState(
+            turns=[{**t, "steps": [dict(s) for s in t["steps"]]} for t in st.turns],
+            open_turn=st.open_turn,
+            open_step=st.open_step,
+        )
+
+    # ------------------------------------------------------------------ appends
+
+    def append_user(
+        self, content: str | Sequence[ContentBlock], *, source_kind: str = "user"
+    ) -> Event:
+        return self._append_message("user/message", "user", {"kind": source_kind}, content)
+
+    def append_assistant(
+        self, content: str | Sequence[ContentBlock], *, model: str | None = None
+    ) -> Event:
+        return self._append_message(
+            "assistant/message", "assistant", {"kind": "model", "model": model}, content
+        )
+
+    def append_tool_result(
+        self,
+        tool_call_id: str,
+        content: str | Sequence[ContentBlock],
+        *,
+        tool_name: str | None = None,
+        is_error: bool = False,
+    ) -> Event:
+        name = tool_name or self._call_name.get(tool_call_id, "")
+        extra = {"toolCallId": tool_call_id, "toolName": name, "isError": is_error}
+        return self._append_message("tool/result", "tool", {"kind": "tool"}, content, extra)
+
+    def append_context(
+        self, content: str | Sequence[ContentBlock], *, source_kind: str = "plugin"
+    ) -> Event:
+        return self._append_message("context/message", "context", {"kind": source_kind}, content)
+
+    def append_log(self, type: str, data: Mapping[str, Any]) -> Event:
+        """Append one log-only event (``compaction/*``, ``usage/report``, ``x-*/…``)."""
+        if type in SURFACE_TYPES:
+            raise EventError(f"{type} is a surface type; use the append_* message methods")
+        return self.append([EventSpec(type, dict(data))])[0]
+
+    def replace(
+        self,
+        start_seq: int,
+        end_seq: int,
+        message: Mapping[str, Any],
+        *,
+        source_event_seqs: Sequence[int],
+        type: str = "user/message",
+        extra_log: Sequence[EventSpec] = (),
+    ) -> Event:
+        """Shadow the surface run ``start_seq..end_seq`` (inclusive) with one new node.
+
+        ``extra_log`` events (log-only) are appended after it in the same durable batch.
+        """
+        spec = EventSpec(
+            type, {"message": dict(message)}, Replace(start_seq, end_seq), tuple(source_event_seqs)
+        )
+        return self.append([spec, *extra_log])[0]
+
+    def _append_message(
+        self,
+        type: str,
+        role: str,
+        source: dict[str, Any],
+        content: str | Sequence[ContentBlock],
+        extra: Mapping[str, Any] | None = None,
+    ) -> Event:
+        msg = {
+            "role": role,
+            "source": source,
+            "content": [block_to_json(b) for b in text_blocks(content)],
+            **(extra or {}),
+        }
+        return self.append([EventSpec(type, {"message": msg}, "append")])[0]
+
+    def append(self, specs: Sequence[EventSpec]) -> list[Event]:
+        """Validate and append a batch atomically: all events become durable, or none do."""
+        if self._read_only:
+            raise ReadOnlyError(
+                f"session {self._session_id or '(unknown)'} was opened read-only; "
+                "open it without read_only=True to write"
+            )
+        if not specs:
+            return []
+        base = len(self._events)
+        new: list[Event] = []
+        try:
+            for i, spec in enumerate(specs):
+                event = self._build(base + i, spec)
+                self._check(event)
+                self._apply(event)
+                new.append(event)
+            if self._store is not None:
+                self._store.append([e.to_json() for e in new])
+        except BaseException:
+            self._rollback(base)
+            raise
+        return new
+
+    def _build(self, seq: int, spec: EventSpec) -> Event:
+        data = spec.data
+        if spec.type in SURFACE_TYPES or spec.type == "system/message":
+            message = dict(data.get("message") or {})
+            message.setdefault("id", f"m{seq}")
+            data = {**data, "message": message}
+        return Event.from_json(
+            Event(
+                seq=seq,
+                type=spec.type,
+                time=spec.time if spec.time is not None else self._clock(),
+                data=data,
+                surface_op=spec.surface_op,
+                source_event_seqs=spec.source_event_seqs,
+            ).to_json()
+        )
+
+    def _rollback(self, length: int) -> None:
+        events = self._events[:length]
+        explicit = self._explicit_markers
+        self._reset()
+        for event in events:
+            self._apply(event)
+        self._explicit_markers = explicit
+
+    # ------------------------------------------------------------------ the fold
+
+    def _check(self, event: Event) -> None:
+        """Raise if ``event`` cannot follow the current state; never mutates."""
+        if event.seq != len(self._events):
+            raise EventError(
+                f"event.seq: expected {len(self._events)} (seqs are dense), got {event.seq}"
+            )
+        if not self._events and event.type != "session/header":
+            raise EventError("the first event of a session must be a session/header")
+        if self._events and event.type == "session/header":
+            raise EventError("a session has exactly one session/header, at seq 0")
+        op = event.surface_op
+        if op is None:
+            return
+        message = event.message
+        if event.type == "tool/result":
+            self._check_tool_result(message)
+        if isinstance(op, Replace):
+            self._check_replace(event, op, message)
+        else:
+            self._check_new_calls(message)
+
+    def _check_new_calls(self, message: Message) -> None:
+        seen: set[str] = set()
+        for call in message.tool_calls:
+            if call.id in self._call_seq or call.id in seen:
+                raise SurfaceError(f"tool call id {call.id!r} is already used in this session")
+            seen.add(call.id)
+
+    def _check_tool_result(self, message: Message) -> None:
+        cid = message.tool_call_id or ""
+        call_seq = self._call_seq.get(cid)
+        if call_seq is None:
+            known = ", ".join(self.pending_tool_calls()) or "none"
+            raise SurfaceError(
+                f"tool result for unknown tool call id {cid!r}; calls awaiting a result: {known}"
+            )
+        if cid in self._result_seq:
+            raise SurfaceError(
+                f"tool call {cid!r} already has a result (seq {self._result_seq[cid]})"
+            )
+        if call_seq not in self._current:
+            raise SurfaceError(f"tool call {cid!r} (seq {call_seq}) is no longer on the surface")
+
+    def _check_replace(self, event: Event, op: Replace, message: Message) -> None:
+        for end in (op.start_seq, op.end_seq):
+            if end not in self._current:
+                raise SurfaceError(
+                    f"replace: seq {end} is not a current surface node "
+                    "(both ends of a replace must be on the surface)"
+                )
+        a, b = self.position(op.start_seq), self.position(op.end_seq)
+        if a > b:
+            raise SurfaceError(
+                f"replace: startSeq {op.start_seq} comes after endSeq {op.end_seq} on the surface"
+            )
+        shadowed = self._surface[a : b + 1]
+        missing = set(shadowed) - set(event.source_event_seqs or ())
+        if missing:
+            raise SurfaceError(
+                "replace: sourceEventSeqs must cover every shadowed node; "
+                f"missing {sorted(missing)}"
+            )
+        cuts = self.balanced_cuts()
+        if not (cuts[a] and cuts[b + 1]):
+            raise SurfaceError(
+                f"replace of seqs {op.start_seq}..{op.end_seq} would split a tool call "
+                "from its result; choose tool-pairing balanced ends"
+            )
+        if event.type == "tool/result" or message.tool_calls:
+            raise SurfaceError("a replacement node must not be a tool result or carry tool calls")
+
+    def _apply(self, event: Event) -> None:
+        """Fold one checked event into the state."""
+        self._events.append(event)
+        kind = event.type
+        data = event.data
+        op = event.surface_op
+        if op is not None:
+            self._apply_surface(event, op)
+        elif kind in _MARKERS:
+            if not self._has_markers:
+                # The first explicit marker switches the log to marker-driven turns; replay
+                # does the same, so live and replayed turns always agree.
+                self._has_markers = True
+                self._turn_state = _TurnState()
+            _fold_marker(self._turn_state, event.seq, kind, data)
+        elif kind == "session/header":
+            self._session_id = str(data["sessionId"])
+            self._created_at = int(data["createdAt"])
+            self._system_prompt = data["systemPrompt"]
+            self._tools = data["tools"]
+        elif kind == "system/message":
+            self._system_prompt = event.message.text
+            self._system_seq = event.seq
+
+    def _apply_surface(self, event: Event, op: SurfaceOp) -> None:
+        seq = event.seq
+        message = event.message
+        if isinstance(op, Replace):
+            a, b = self.position(op.start_seq), self.position(op.end_seq)
+            for s in self._surface[a : b + 1]:
+                self._current.discard(s)
+            self._surface[a : b + 1] = [seq]
+        else:
+            self._surface.append(seq)
+            st = self._turn_state
+            if not self._has_markers:
+                before, after = inferred_markers(
+                    st, message.role, message.source_kind, bool(message.tool_calls)
+                )
+                for kind, data in before:
+                    _fold_marker(st, seq, kind, data)
+                if st.open_step is not None:
+                    st.step_of[seq] = st.open_step
+                for kind, data in after:
+                    _fold_marker(st, seq, kind, data)
+            elif st.open_step is not None:
+                st.step_of[seq] = st.open_step
+        self._current.add(seq)
+        for call in message.tool_calls:
+            self._call_seq[call.id] = seq
+            self._call_name[call.id] = call.name
+        if event.type == "tool/result" and message.tool_call_id is not None:
+            self._result_seq[message.tool_call_id] = seq
+        self._surface_version += 1
+
+    # ------------------------------------------------------------------ derived messages
+
+    def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
+        """The next request's messages derived from the current surface."""
+        if format != "openai":
+            raise ValueError(f"format: expected 'openai', got {format!r}")
+        from .formats.openai import to_openai
+
+        return to_openai(self)
+
+    def surface_events(self) -> Iterator[Event]:
+        for seq in self._surface:
+            yield self._events[seq]
+
+    def record_openai(
+        self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> list[Event]:
+        """Append OpenAI chat message(s); see :mod:`dashr_ext.formats.openai`."""
+        from .formats.openai import record_openai
+
+        return record_openai(self, message)
+
+
+_MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+
+
+def _fold_marker(st: _TurnState, seq: int, kind: str, data: Mapping[str, Any]) -> None:
+    if kind == "turn/start":
+        st.begin_turn(seq, int(data["turn"]))
+    elif kind == "turn/end":
+        st.end_turn(seq, str(data["reason"]))
+    elif kind == "step/start":
+        st.begin_step(seq, int(data["turn"]), int(data["step"]))
+    elif kind == "step/end":
+        st.end_step(seq)

@@ -1,0 +1,45 @@
+"""Summarizers: the protocol, the offline extractive default and the LLM client.
+
+``make_summarizer("extractive")`` and ``make_summarizer("llm", base_url=..., model=...)``
+build one. The LLM summarizer (and httpx) is imported only when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import (
+    SUMMARIZER_KINDS,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    make_summarizer,
+    span_text,
+)
+
+if TYPE_CHECKING:
+    from .extractive import ExtractiveSummarizer
+    from .llm import LLMSummarizer
+
+__all__ = [
+    "SUMMARIZER_KINDS",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "make_summarizer",
+    "span_text",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ExtractiveSummarizer":
+        from .extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer
+    if name == "LLMSummarizer":
+        from .llm import LLMSummarizer
+
+        return LLMSummarizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

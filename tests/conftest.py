@@ -1,0 +1,51 @@
+"""Shared fixtures: the real-session corpus and deterministic clocks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
+
+
+def corpus_files() -> list[Path]:
+    """Every corpus session file, or [] when the corpus is absent."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(CORPUS.glob("*/*.json"))
+
+
+def load_corpus(path: Path) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def corpus_params() -> list[Any]:
+    files = corpus_files()
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/corpus is absent"))]
+    return [pytest.param(p, id=p.stem) for p in files]
+
+
+@pytest.fixture
+def clock() -> Callable[[], int]:
+    """A deterministic clock: 2026-07-06 12:00:00 UTC, one second per call."""
+    ticks = itertools.count()
+    start = 1_783_339_200_000
+    return lambda: start + 1000 * next(ticks)
+
+
+@pytest.fixture(autouse=True)
+def _dashr_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Keep every test's default session location out of the real home directory."""
+    monkeypatch.setenv("DASHR_HOME", str(tmp_path_factory.mktemp("dashr_home")))
+    yield

@@ -1,0 +1,91 @@
+"""Builders for realistic sessions and scripted summarizers used across the tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashr_ext.dashr import Dashr
+from dashr_ext.summarizers.base import SummaryRequest, SummaryResult
+
+LOREM = (
+    "def compute_backoff(attempt: int, base_ms: int = 250) -> int:\n"
+    "    return min(base_ms * 2 ** attempt, 30_000)\n"
+)
+
+
+def tool_output(step: int, chars: int) -> str:
+    """Deterministic tool output of about ``chars`` characters, unique per step."""
+    body = (f"# step {step}\n" + LOREM) * (chars // (len(LOREM) + 10) + 1)
+    return body[:chars]
+
+
+def record_steps(
+    d: Dashr, steps: int, chars: int = 400, *, first: int = 0, user: str | None = None
+) -> None:
+    """One user request then ``steps`` tool-using steps (assistant call + result)."""
+    if user is not None:
+        d.record_openai({"role": "user", "content": user})
+    for i in range(first, first + steps):
+        d.record_openai(
+            [
+                {
+                    "role": "assistant",
+                    "content": f"Step {i}: reading file {i}.",
+                    "tool_calls": [
+                        {
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {
+                                "name": "bash",
+                                "arguments": json.dumps({"command": f"cat src/mod_{i}.py"}),
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_output(i, chars)},
+            ]
+        )
+
+
+@dataclass
+class ScriptedSummarizer:
+    """A summarizer whose output, failure or delay the test chooses."""
+
+    text: str = "## Primary Request and Intent\n- Fix the failing retry tests."
+    fail: BaseException | None = None
+    delay_s: float = 0.0
+    kind: str = "scripted"
+    model: str | None = None
+    requests: list[SummaryRequest] = field(default_factory=list)
+    size_from_budget: bool = False
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.requests.append(request)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.fail is not None:
+            raise self.fail
+        text = self.text
+        if self.size_from_budget:
+            text = "summary " * (request.max_summary_tokens * 3 // 8)
+        return SummaryResult(text, self.kind, self.model)
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        return self.summarize(request)
+
+
+def orphan_results(messages: list[dict[str, Any]]) -> list[str]:
+    """Tool results whose call is not in an earlier assistant message (and calls never answered)."""
+    calls: set[str] = set()
+    problems = []
+    for m in messages:
+        for c in m.get("tool_calls") or []:
+            calls.add(c["id"])
+        if m["role"] == "tool":
+            if m["tool_call_id"] not in calls:
+                problems.append(m["tool_call_id"])
+            calls.discard(m["tool_call_id"])
+    return problems

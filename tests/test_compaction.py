@@ -1,0 +1,417 @@
+"""The compaction protocol, range selection, triggers and failure classes (SPEC 4, 6.1, 6.2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ScriptedSummarizer, orphan_results, record_steps
+
+from dashr_ext import CompactionConfig, CompactionWarning, Dashr
+from dashr_ext.errors import (
+    CompactionError,
+    CompactionInProgressError,
+    ConfigError,
+    SummarizerError,
+)
+from dashr_ext.meter import TokenMeter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make(tmp_path: Path, clock: Any, summarizer: Any = None, **cfg: Any) -> Dashr:
+    config = CompactionConfig(**{"context_window_tokens": 100_000, **cfg})
+    return Dashr.create(
+        tmp_path / "s.jsonl",
+        config=config,
+        summarizer=summarizer or ScriptedSummarizer(),
+        meter=TokenMeter("chars"),
+        clock=clock,
+    )
+
+
+def types_after(d: Dashr, seq: int) -> list[str]:
+    return [e.type for e in d.session.events[seq:]]
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def test_recency_window_triggers_below_the_model_threshold() -> None:
+    big = CompactionConfig(
+        context_window_tokens=1_000_000, recency_window_tokens=500_000, retain_tokens=50_000
+    )
+    assert big.trigger_tokens == 500_000
+    assert not big.should_compact(500_000) and big.should_compact(500_001)
+    small = CompactionConfig(
+        context_window_tokens=250_000, recency_window_tokens=500_000, retain_tokens=50_000
+    )
+    assert small.trigger_tokens == 200_000  # 0.8 × 250k comes first
+    assert not small.should_compact(200_000) and small.should_compact(200_001)
+    assert CompactionConfig().trigger_tokens == int(0.8 * 128_000)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "text"),
+    [
+        (
+            {"threshold_ratio": 1.5},
+            "threshold_ratio",
+            "threshold_ratio: expected a number in (0, 1), got 1.5",
+        ),
+        ({"retain_ratio": 0}, "retain_ratio", "expected a number in (0, 1), got 0"),
+        ({"retain_ratio": 0.9}, "retain_ratio", "a ratio below threshold_ratio (0.8), got 0.9"),
+        ({"retain_tokens": 200_000}, "retain_tokens", "fewer tokens than the threshold"),
+        (
+            {"recency_window_tokens": 20_000},
+            "retain_tokens",
+            "an absolute token count when recency_window_tokens is set",
+        ),
+        (
+            {"recency_window_tokens": 20_000, "retain_tokens": 20_000},
+            "retain_tokens",
+            "fewer tokens than recency_window_tokens (20000), got 20000",
+        ),
+        ({"engine": "magic"}, "engine", "expected one of 'summary', got 'magic'"),
+        ({"compaction_retries": 11}, "compaction_retries", "an integer in [0, 10], got 11"),
+        ({"context_window_tokens": "big"}, "context_window_tokens", "got 'big'"),
+        ({"auto": "yes"}, "auto", "expected True or False, got 'yes'"),
+    ],
+)
+def test_bad_configuration_names_field_range_and_value(
+    kwargs: dict[str, Any], field: str, text: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        CompactionConfig(**kwargs)
+    assert info.value.field == field
+    assert text in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+# --------------------------------------------------------------------------- a pass
+
+
+def test_a_pressure_pass_writes_the_protocol_and_shrinks_the_request(
+    tmp_path: Path, clock: Any
+) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=3000, retain_tokens=800)
+    record_steps(d, 30, chars=400, user="Fix the failing retry tests.")
+    before_total = d.measure().total
+    assert before_total > 3000
+    mark = len(d.session)
+    d.request_messages()
+    assert types_after(d, mark) == [
+        "compaction/start",
+        "compaction/summary",
+        "user/message",
+        "compaction/end",
+    ]
+    start, summary, node, end = d.session.events[mark:]
+    assert summary.data["checkpoint"] == f"c{summary.seq}"
+    assert summary.data["trigger"] == "pressure" and summary.data["engine"] == "summary"
+    assert node.message.source["kind"] == "compact-checkpoint"
+    assert node.message.source["checkpoint"] == f"c{summary.seq}"
+    assert set(node.source_event_seqs or ()) >= {
+        *summary.data["shadowedSeqs"],
+        start.seq,
+        summary.seq,
+    }
+    assert "error" not in end.data
+    assert d.session.surface[0] == node.seq
+    text = node.message.text
+    assert "<compacted-summary>\nFix" not in text  # the framing is the template's, summary verbatim
+    assert "## Primary Request and Intent\n- Fix the failing retry tests." in text
+    assert f'history_read("c{summary.seq}")' in text
+    after = d.measure()
+    assert after.total < 3000
+    tail_tokens = sum(t for seq, t in after.nodes[1:])
+    assert tail_tokens >= 800
+    assert not orphan_results(d.session.messages())
+    d.close()
+    with Dashr.open(tmp_path / "s.jsonl", read_only=True, meter=TokenMeter("chars")) as again:
+        assert again.session.surface == d.session.surface
+        assert again.session.messages() == d.session.messages()
+
+
+def test_recency_window_off_leaves_the_engine_unchanged(clock: Any) -> None:
+    import itertools
+
+    def run(recency: int | None) -> list[dict[str, Any]]:
+        ticks = itertools.count()
+        cfg = CompactionConfig(
+            context_window_tokens=4000, retain_tokens=800, recency_window_tokens=recency
+        )
+        d = Dashr.create(
+            config=cfg,
+            in_memory=True,
+            summarizer=ScriptedSummarizer(),
+            meter=TokenMeter("chars"),
+            session_id="same",
+            clock=lambda: 1_000 + next(ticks),
+        )
+        for i in range(4):
+            record_steps(d, 10, chars=400, first=100 * i, user=f"request {i}")
+            d.request_messages()
+        return [e.to_json() for e in d.session.events]
+
+    plain = run(None)
+    inactive_window = run(50_000)  # larger than 0.8 × window: never the binding trigger
+    assert any(e["type"] == "compaction/summary" for e in plain)
+    assert plain == inactive_window
+
+
+def test_the_retained_tail_never_starts_with_an_orphaned_tool_result(
+    tmp_path: Path, clock: Any
+) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=2000, retain_tokens=300)
+    record_steps(d, 12, chars=600, user="go")
+    result = d.compact()
+    assert result is not None
+    messages = d.session.messages()
+    assert messages[0]["role"] == "user"  # the checkpoint (no system prompt here)
+    assert "<compacted-summary>" in messages[0]["content"]
+    assert messages[1]["role"] == "assistant"  # the tail starts on a whole step
+    assert not orphan_results(messages)
+
+
+def test_an_open_step_is_never_compacted(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=2000, retain_tokens=100)
+    record_steps(d, 4, chars=600, user="go")
+    d.record_openai(
+        {
+            "role": "assistant",
+            "content": "running",
+            "tool_calls": [
+                {
+                    "id": "c_open",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": "{}"},
+                }
+            ],
+        }
+    )
+    executing = d.session.executing_seqs()
+    assert executing == {d.session.surface[-1]}
+    result = d.compact()
+    assert result is not None
+    assert not executing & set(result.shadowed_seqs)
+    assert executing <= set(d.session.surface)
+    # What is left is the checkpoint, the newest closed step reaching the retain budget and
+    # the executing step: nothing new is compactable.
+    assert d.compact() is None
+
+
+def test_nothing_compactable_returns_none_and_writes_nothing(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=2000, retain_tokens=1500)
+    d.record_openai({"role": "user", "content": "hello"})
+    mark = len(d.session)
+    assert d.compact() is None
+    assert d.request_messages() == d.session.messages()
+    assert len(d.session) == mark
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_failing_summarizer_records_the_error_and_changes_nothing(
+    tmp_path: Path, clock: Any
+) -> None:
+    summarizer = ScriptedSummarizer(fail=SummarizerError("endpoint returned HTTP 500"))
+    d = make(tmp_path, clock, summarizer, recency_window_tokens=2000, retain_tokens=300)
+    record_steps(d, 12, chars=600, user="go")
+    surface, messages, mark = d.session.surface, d.session.messages(), len(d.session)
+    with pytest.warns(CompactionWarning, match="endpoint returned HTTP 500"):
+        assert d.request_messages() == messages
+    assert types_after(d, mark) == ["compaction/start", "compaction/end"]
+    assert d.session.events[-1].data["error"] == "endpoint returned HTTP 500"
+    assert d.session.surface == surface
+    with pytest.raises(SummarizerError):
+        d.compact()
+    assert d.session.surface == surface and d.archive == {}
+    summarizer.fail = None
+    assert d.compact() is not None  # a later pass is not blocked
+
+
+def test_an_unexpected_summarizer_exception_is_wrapped(tmp_path: Path, clock: Any) -> None:
+    d = make(
+        tmp_path,
+        clock,
+        ScriptedSummarizer(fail=RuntimeError("boom")),
+        recency_window_tokens=2000,
+        retain_tokens=300,
+    )
+    record_steps(d, 12, chars=600, user="go")
+    with pytest.raises(CompactionError, match="RuntimeError: boom"):
+        d.compact()
+    assert d.session.events[-1].data["error"] == "RuntimeError: boom"
+
+
+def test_the_inflation_guard_commits_nothing(tmp_path: Path, clock: Any) -> None:
+    d = make(
+        tmp_path,
+        clock,
+        ScriptedSummarizer(text="word " * 5000),
+        recency_window_tokens=2000,
+        retain_tokens=300,
+    )
+    record_steps(d, 12, chars=600, user="go")
+    surface, mark = d.session.surface, len(d.session)
+    with pytest.raises(CompactionError, match="inflation guard"):
+        d.compact()
+    assert types_after(d, mark) == ["compaction/start", "compaction/end"]
+    assert "inflation guard" in d.session.events[-1].data["error"]
+    assert d.session.surface == surface and d.archive == {}
+
+
+def test_a_second_pass_while_one_runs_is_refused(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=2000, retain_tokens=300)
+    record_steps(d, 12, chars=600, user="go")
+    seen: list[BaseException] = []
+
+    class Reentrant(ScriptedSummarizer):
+        def summarize(self, request: Any) -> Any:
+            try:
+                d.compact()
+            except CompactionInProgressError as exc:
+                seen.append(exc)
+            return super().summarize(request)
+
+    d.summarizer = d.engine.summarizer = Reentrant()
+    assert d.compact() is not None
+    assert len(seen) == 1 and "still running" in str(seen[0])
+
+
+def test_empty_summary_is_a_recoverable_failure(tmp_path: Path, clock: Any) -> None:
+    d = make(
+        tmp_path,
+        clock,
+        ScriptedSummarizer(text="   "),
+        recency_window_tokens=2000,
+        retain_tokens=300,
+    )
+    record_steps(d, 12, chars=600, user="go")
+    with pytest.raises(SummarizerError, match="empty summary"):
+        d.compact()
+
+
+@pytest.mark.slow
+def test_an_orphan_start_from_a_killed_process_never_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        from helpers import ScriptedSummarizer, record_steps
+        from dashr_ext import Dashr, CompactionConfig
+        from dashr_ext.meter import TokenMeter
+        d = Dashr.create({str(path)!r}, config=CompactionConfig(context_window_tokens=100_000,
+                         recency_window_tokens=2000, retain_tokens=300),
+                         summarizer=ScriptedSummarizer(delay_s=60), meter=TokenMeter("chars"))
+        record_steps(d, 12, chars=600, user="go")
+        print("ready", flush=True)
+        d.compact()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 30
+        while b"compaction/start" not in path.read_bytes():
+            assert time.monotonic() < deadline, "the writer never started its pass"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert lines[-1]["type"] == "compaction/start"
+    with pytest.warns(UserWarning, match="never finished"):
+        d = Dashr.open(
+            path,
+            config=CompactionConfig(
+                context_window_tokens=100_000, recency_window_tokens=2000, retain_tokens=300
+            ),
+            meter=TokenMeter("chars"),
+            summarizer=ScriptedSummarizer(),
+        )
+    with d:
+        assert d.session.events[-1].type == "compaction/end"
+        assert "interrupted" in d.session.events[-1].data["error"]
+        surface_before = [
+            e for e in d.session.events if e.type == "user/message" and e.surface_op != "append"
+        ]
+        assert surface_before == []  # the orphan landed nothing
+        result = d.compact()
+        assert result is not None and result.checkpoint in d.archive
+
+
+# --------------------------------------------------------------------------- overflow and retries
+
+
+def test_overflow_leaves_only_the_newest_unit_and_is_one_shot(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=90_000, retain_tokens=50_000)
+    record_steps(d, 8, chars=600, user="go")
+    d.record_openai({"role": "assistant", "content": "All done."})
+    last_unit = d.session.units()[-1]
+    newest = d.session.surface[last_unit.start : last_unit.end]
+    assert d.handle_overflow() is True
+    surface = d.session.surface
+    assert surface[1:] == newest and len(surface) == 1 + len(newest)
+    assert d.session.events[-2].type == "user/message"
+    assert d.checkpoints()[-1].trigger == "context-overflow"
+    # Nothing but the newest unit and its checkpoint is left: the caller must give up.
+    mark = len(d.session)
+    assert d.handle_overflow() is False
+    assert len(d.session) == mark
+
+
+def test_retries_compact_the_head_checkpoint_again_each_time_smaller(
+    tmp_path: Path, clock: Any
+) -> None:
+    summarizer = ScriptedSummarizer(size_from_budget=True)
+    d = make(
+        tmp_path,
+        clock,
+        summarizer,
+        context_window_tokens=10_000,
+        retain_tokens=6_500,
+        max_summary_tokens=2000,
+        compaction_retries=1,
+    )
+    record_steps(d, 24, chars=1600, user="go")
+    d.request_messages()
+    first, second = d.checkpoints()
+    assert second.shadowed_seqs == (first.node_seq,)
+    assert first.superseded_by == second.id
+    assert [r.max_summary_tokens for r in summarizer.requests] == [2000, 1000]
+    assert (
+        d.session.event(second.summary_seq).data["summary"]
+        != d.session.event(first.summary_seq).data["summary"]
+    )
+    assert len(d.session.event(second.summary_seq).data["summary"]) < len(
+        d.session.event(first.summary_seq).data["summary"]
+    )
+
+
+def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=90_000, retain_tokens=50_000)
+    record_steps(d, 6, chars=600, user="go")
+    s = d.session
+    first, last = s.units()[2], s.units()[4]
+    start, end = s.surface[first.start], s.surface[last.end - 1]
+    expected = s.surface[first.start : last.end]
+    result = d.compact(start_seq=start, end_seq=end)
+    assert result is not None and result.shadowed_seqs == expected
+    assert result.trigger == "manual"
+    assert s.surface.index(result.summary_seq + 1) == first.start
+    with pytest.raises(Exception, match="would split a tool call"):
+        d.compact(start_seq=s.surface[-2], end_seq=s.surface[-2])
+    with pytest.raises(CompactionError, match="give both"):
+        d.compact(start_seq=1)

@@ -1,0 +1,216 @@
+"""The on-disk event vocabulary: exact JSON round-trip and validation (SPEC 3.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dashr_ext.errors import EventError
+from dashr_ext.events import (
+    Event,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    Replace,
+    TextBlock,
+    ToolCallBlock,
+)
+
+HEADER = {
+    "seq": 0,
+    "type": "session/header",
+    "time": 1,
+    "data": {
+        "sessionId": "s1",
+        "createdAt": 1,
+        "systemPrompt": None,
+        "tools": None,
+        "format": "dashr/1",
+    },
+}
+ASSISTANT = {
+    "seq": 5,
+    "type": "assistant/message",
+    "time": 1764460000123,
+    "surfaceOp": "append",
+    "data": {
+        "message": {
+            "id": "m5",
+            "role": "assistant",
+            "source": {"kind": "model", "model": "deepseek-chat"},
+            "content": [
+                {"type": "reasoning", "text": "look at the helper"},
+                {"type": "text", "text": "I will inspect the retry helper first."},
+                {
+                    "type": "tool-call",
+                    "id": "call_1",
+                    "name": "read",
+                    "arguments": '{"path":"src/retry.ts"}',
+                },
+                {
+                    "type": "image",
+                    "attachmentId": "a1",
+                    "mediaType": "image/png",
+                    "width": 800,
+                    "height": 600,
+                    "bytes": 1234,
+                },
+            ],
+        }
+    },
+}
+TOOL_RESULT = {
+    "seq": 6,
+    "type": "tool/result",
+    "time": 1764460000200,
+    "surfaceOp": "append",
+    "data": {
+        "message": {
+            "id": "m6",
+            "role": "tool",
+            "source": {"kind": "tool"},
+            "toolCallId": "call_1",
+            "toolName": "read",
+            "isError": False,
+            "content": [{"type": "text", "text": "export function retryBudget() { return 3 }"}],
+        }
+    },
+}
+REPLACE = {
+    "seq": 9,
+    "type": "user/message",
+    "time": 1764460000300,
+    "surfaceOp": {"op": "replace", "startSeq": 1, "endSeq": 6},
+    "sourceEventSeqs": [1, 2, 5, 6, 7, 8],
+    "data": {
+        "message": {
+            "id": "m9",
+            "role": "user",
+            "source": {"kind": "compact-checkpoint", "checkpoint": "c8"},
+            "content": [{"type": "text", "text": "summary"}],
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        HEADER,
+        ASSISTANT,
+        TOOL_RESULT,
+        REPLACE,
+        {"seq": 3, "type": "turn/start", "time": 2, "data": {"turn": 1}},
+        {
+            "seq": 4,
+            "type": "x-acme/trace",
+            "time": 2,
+            "data": {"anything": [1, {"goes": True}]},
+            "note": "kept",
+        },
+        {
+            "seq": 7,
+            "type": "usage/report",
+            "time": 3,
+            "data": {"promptTokens": 120, "completionTokens": None, "atSeq": 6},
+        },
+    ],
+    ids=["header", "assistant", "tool-result", "replace", "turn-start", "extension", "usage"],
+)
+def test_every_valid_event_round_trips_exactly(obj: dict[str, Any]) -> None:
+    assert Event.from_json(obj).to_json() == obj
+
+
+def test_parsed_message_exposes_typed_blocks() -> None:
+    msg = Event.from_json(ASSISTANT).message
+    assert isinstance(msg, Message)
+    assert msg.reasoning == "look at the helper"
+    assert msg.text == "I will inspect the retry helper first."
+    assert msg.tool_calls == (ToolCallBlock("call_1", "read", '{"path":"src/retry.ts"}'),)
+    assert isinstance(msg.content[0], ReasoningBlock)
+    assert isinstance(msg.content[1], TextBlock)
+    image = msg.content[3]
+    assert isinstance(image, ImageBlock)
+    assert (image.media_type, image.width, image.height, image.bytes) == (
+        "image/png",
+        800,
+        600,
+        1234,
+    )
+    result = Event.from_json(TOOL_RESULT).message
+    assert (result.tool_call_id, result.tool_name, result.is_error) == ("call_1", "read", False)
+
+
+def test_replace_surface_op_is_typed() -> None:
+    event = Event.from_json(REPLACE)
+    assert event.surface_op == Replace(1, 6)
+    assert event.source_event_seqs == (1, 2, 5, 6, 7, 8)
+
+
+def _with(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    import copy
+
+    out = copy.deepcopy(obj)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (_with(HEADER, ("seq",), -1), "event.seq: expected an integer >= 0, got -1"),
+        (_with(HEADER, ("seq",), "0"), "event.seq: expected int, got str"),
+        (_with(HEADER, ("time",), _DELETE), "event.time: missing (required)"),
+        (_with(HEADER, ("type",), "bogus/kind"), "unknown event type 'bogus/kind'"),
+        (_with(HEADER, ("data", "format"), _DELETE), "data.format: missing (required)"),
+        (_with(HEADER, ("surfaceOp",), "append"), "only surface types"),
+        (_with(ASSISTANT, ("surfaceOp",), "insert"), "event.surfaceOp: expected 'append'"),
+        (
+            _with(ASSISTANT, ("data", "message", "role"), "user"),
+            "needs role 'assistant', got 'user'",
+        ),
+        (
+            _with(ASSISTANT, ("data", "message", "content"), [{"type": "video"}]),
+            "content[0].type: unknown content block type 'video'",
+        ),
+        (
+            _with(
+                ASSISTANT,
+                ("data", "message", "content"),
+                [{"type": "tool-call", "id": "x", "name": "n", "arguments": {}}],
+            ),
+            "content[0].arguments: expected str, got dict",
+        ),
+        (
+            _with(TOOL_RESULT, ("data", "message", "toolCallId"), _DELETE),
+            "toolCallId: missing (required)",
+        ),
+        (
+            _with(TOOL_RESULT, ("data", "message", "isError"), "no"),
+            "isError: expected bool, got str",
+        ),
+        (_with(REPLACE, ("sourceEventSeqs",), _DELETE), "a replace must carry sourceEventSeqs"),
+        (
+            _with(REPLACE, ("surfaceOp",), {"op": "replace", "startSeq": 1}),
+            "a replace needs integer startSeq and endSeq",
+        ),
+        (
+            {"seq": 3, "type": "turn/start", "time": 2, "data": {"turn": "1"}},
+            "data.turn: expected int, got str",
+        ),
+    ],
+)
+def test_invalid_events_name_the_field(obj: dict[str, Any], message: str) -> None:
+    with pytest.raises(EventError) as info:
+        Event.from_json(obj)
+    assert message in str(info.value)

@@ -1,0 +1,309 @@
+"""The session: append API, surface fold, replace rules, tool pairing, turns and replay."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dashr_ext.errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
+from dashr_ext.events import TextBlock, ToolCallBlock
+from dashr_ext.session import EventSpec, Session
+
+
+def checkpoint_message(text: str = "summary") -> dict[str, Any]:
+    return {
+        "role": "user",
+        "source": {"kind": "compact-checkpoint"},
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def call(cid: str, name: str = "bash", args: str = '{"command": "ls"}') -> ToolCallBlock:
+    return ToolCallBlock(cid, name, args)
+
+
+def file_bytes(session: Session) -> bytes:
+    assert session.path is not None
+    return session.path.read_bytes()
+
+
+@pytest.fixture
+def session(tmp_path: Path, clock: Any) -> Session:
+    s = Session.create(tmp_path / "s.jsonl", system_prompt="You are terse.", clock=clock)
+    yield s
+    s.close()
+
+
+def test_create_writes_a_header_and_appends_get_dense_seqs(session: Session) -> None:
+    u = session.append_user("Fix the failing retry tests.")
+    a = session.append_assistant([TextBlock("Looking."), call("c1")], model="m")
+    r = session.append_tool_result("c1", "retry.py")
+    assert [e.seq for e in session.events] == list(range(len(session.events)))
+    assert session.events[0].type == "session/header"
+    assert session.events[0].data["systemPrompt"] == "You are terse."
+    assert session.surface == (u.seq, a.seq, r.seq)
+    assert r.message.tool_name == "bash"
+    assert session.event(a.seq).message.text == "Looking."
+    lines = file_bytes(session).decode().splitlines()
+    assert [json.loads(line) for line in lines] == [e.to_json() for e in session.events]
+
+
+def test_event_by_seq_outside_the_log_says_the_range(session: Session) -> None:
+    with pytest.raises(IndexError, match=r"seq 99 is outside this session's log \(seqs 0-0\)"):
+        session.event(99)
+
+
+def test_reopening_replays_to_exactly_the_live_state(tmp_path: Path, clock: Any) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, clock=clock) as s:
+        s.record_openai(
+            [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                {"role": "assistant", "content": "done"},
+            ]
+        )
+        s.replace(s.surface[0], s.surface[2], checkpoint_message(), source_event_seqs=s.surface[:3])
+        live = (s.surface, s.turns, [e.to_json() for e in s.events], s.pending_tool_calls())
+    with Session.open(path, read_only=True) as r:
+        assert (r.surface, r.turns, [e.to_json() for e in r.events], r.pending_tool_calls()) == live
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((99, 3), "seq 99 is not a current surface node"),
+        ((3, 1), "comes after endSeq"),
+    ],
+)
+def test_replace_rejects_bad_ends_and_leaves_the_log_untouched(
+    session: Session, args: tuple[int, int], error: str
+) -> None:
+    session.append_user("a")
+    session.append_user("b")
+    session.append_user("c")
+    before = file_bytes(session), session.surface, len(session.events)
+    with pytest.raises(SurfaceError, match=error):
+        session.replace(*args, checkpoint_message(), source_event_seqs=[1, 2, 3, 4, 5, 99])
+    assert (file_bytes(session), session.surface, len(session.events)) == before
+
+
+def test_replace_must_cover_every_shadowed_node(session: Session) -> None:
+    for t in "abc":
+        session.append_user(t)
+    before = file_bytes(session)
+    with pytest.raises(SurfaceError, match=r"missing \[2\]"):
+        session.replace(1, 3, checkpoint_message(), source_event_seqs=[1, 3])
+    assert file_bytes(session) == before
+
+
+def test_replace_never_splits_a_tool_call_from_its_result(session: Session) -> None:
+    session.append_user("go")
+    session.append_assistant([call("c1")])
+    session.append_tool_result("c1", "out")
+    session.append_user("next")
+    assert session.balanced_cuts() == [True, True, False, True, True]
+    assert session.balanced_after(2) is False and session.balanced_before(3) is False
+    before = file_bytes(session)
+    with pytest.raises(SurfaceError, match="would split a tool call from its result"):
+        session.replace(1, 2, checkpoint_message(), source_event_seqs=[1, 2])
+    assert file_bytes(session) == before
+    event = session.replace(1, 3, checkpoint_message(), source_event_seqs=[1, 2, 3])
+    assert session.surface == (event.seq, 4)
+    assert session.event(2).message.tool_calls[0].id == "c1"  # shadowed, still readable
+
+
+def test_a_pending_tool_call_makes_every_later_cut_unbalanced(session: Session) -> None:
+    session.append_user("go")
+    session.append_assistant([call("c1"), call("c2")])
+    session.append_tool_result("c1", "one")
+    assert session.pending_tool_calls() == ["c2"]
+    assert session.balanced_cuts() == [True, True, False, False]
+
+
+def test_replacement_cannot_be_a_tool_result_or_carry_calls(session: Session) -> None:
+    session.append_user("a")
+    msg = {
+        "role": "user",
+        "source": {"kind": "user"},
+        "content": [{"type": "tool-call", "id": "zz", "name": "x", "arguments": "{}"}],
+    }
+    with pytest.raises(SurfaceError, match="must not be a tool result or carry tool calls"):
+        session.replace(1, 1, msg, source_event_seqs=[1])
+
+
+def test_tool_results_must_answer_a_known_waiting_call(session: Session) -> None:
+    session.append_assistant([call("c1")])
+    session.append_tool_result("c1", "x")
+    before = file_bytes(session)
+    with pytest.raises(SurfaceError, match="unknown tool call id 'nope'"):
+        session.append_tool_result("nope", "x")
+    with pytest.raises(SurfaceError, match="already has a result"):
+        session.append_tool_result("c1", "again")
+    with pytest.raises(SurfaceError, match="already used"):
+        session.append_assistant([call("c1")])
+    assert file_bytes(session) == before
+
+
+def test_a_batch_is_atomic_when_a_later_event_is_invalid(session: Session) -> None:
+    before = (file_bytes(session), len(session.events), session.surface)
+    user = {"role": "user", "source": {"kind": "user"}, "content": [{"type": "text", "text": "x"}]}
+    with pytest.raises(EventError):
+        session.append(
+            [
+                EventSpec("user/message", {"message": user}, "append"),
+                EventSpec("turn/start", {"turn": "one"}),
+            ]
+        )
+    assert (file_bytes(session), len(session.events), session.surface) == before
+
+
+def test_explicit_turn_and_step_markers(session: Session) -> None:
+    session.begin_turn()
+    session.append_user("task")
+    session.begin_step()
+    a = session.append_assistant([call("c1")])
+    r = session.append_tool_result("c1", "x")
+    assert session.open_step == (1, 1)
+    assert session.executing_seqs() == {a.seq, r.seq}
+    units = session.units()
+    assert [(u.start, u.end, u.is_open) for u in units] == [(0, 1, False), (1, 3, True)]
+    session.end_step()
+    session.end_turn()
+    (turn,) = session.turns
+    assert (turn.index, turn.reason, turn.is_open) == (1, "completed", False)
+    assert [(s.index, s.is_open) for s in turn.steps] == [(1, False)]
+    assert session.executing_seqs() == set()
+    with pytest.raises(SurfaceError, match="no turn is open"):
+        session.begin_step()
+
+
+def test_turns_are_inferred_for_logs_without_markers(tmp_path: Path, clock: Any) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, clock=clock) as s:
+        s.append_user("one")
+        s.append_assistant([call("c1")])
+        s.append_tool_result("c1", "x")
+        s.append_assistant("done")
+        s.append_user("two")
+        s.append_assistant([call("c2")])
+        live = s.turns
+        assert [(t.index, t.reason, len(t.steps)) for t in live] == [
+            (1, "completed", 2),
+            (2, None, 1),
+        ]
+        assert s.open_step == (2, 1)
+    with Session.open(path, read_only=True) as r:
+        assert r.turns == live
+
+
+def test_read_only_sessions_refuse_writes(tmp_path: Path, clock: Any) -> None:
+    path = tmp_path / "s.jsonl"
+    Session.create(path, clock=clock).close()
+    with Session.open(path, read_only=True) as r, pytest.raises(ReadOnlyError, match="read-only"):
+        r.append_user("x")
+
+
+def test_a_log_violating_the_surface_rules_is_a_precise_corrupt_error(
+    tmp_path: Path, clock: Any
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, clock=clock) as s:
+        s.append_user("a")
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["seq"] = 5
+    path.write_text("\n".join([lines[0], json.dumps(bad), ""]))
+    before = path.read_bytes()
+    with pytest.raises(CorruptLogError) as info:
+        Session.open(path)
+    assert info.value.line == 2 and "seqs are dense" in info.value.reason
+    assert path.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- properties
+
+OPS = st.lists(
+    st.one_of(
+        st.just(("user",)),
+        st.tuples(st.just("assistant"), st.integers(0, 3)),
+        st.just(("result",)),
+        st.tuples(st.just("replace"), st.integers(0, 10_000), st.integers(0, 10_000)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+def _apply_op(s: Session, op: tuple[Any, ...], counter: list[int]) -> None:
+    if op[0] == "user":
+        s.append_user(f"user text {counter[0]}")
+    elif op[0] == "assistant":
+        calls = []
+        for _ in range(op[1]):
+            counter[0] += 1
+            calls.append(call(f"call{counter[0]}"))
+        s.append_assistant([TextBlock(f"assistant {counter[0]}"), *calls])
+    elif op[0] == "result":
+        pending = s.pending_tool_calls()
+        if pending:
+            s.append_tool_result(pending[0], f"result for {pending[0]}")
+    else:
+        cuts = s.balanced_cuts()
+        balanced = [k for k, ok in enumerate(cuts) if ok]
+        pairs = [(a, b) for a in balanced for b in balanced if a < b]
+        if not pairs:
+            return
+        a, b = pairs[op[1] % len(pairs)]
+        shadowed = s.surface[a:b]
+        s.replace(shadowed[0], shadowed[-1], checkpoint_message(), source_event_seqs=shadowed)
+    counter[0] += 1
+
+
+def _assert_pairing_intact(s: Session) -> None:
+    current = set(s.surface)
+    for event in s.events:
+        if event.type == "tool/result":
+            call_seq = s.tool_call_seq(event.message.tool_call_id or "")
+            assert call_seq is not None
+            # A visible result always has its call visible, and the reverse.
+            assert (event.seq in current) == (call_seq in current)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_replay_from_disk_always_equals_the_live_surface(ops: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.jsonl"
+        counter = [0]
+        with Session.create(path, durability="flush") as s:
+            for op in ops:
+                _apply_op(s, op, counter)
+                _assert_pairing_intact(s)
+            assert [e.seq for e in s.events] == list(range(len(s.events)))
+            for seq in range(len(s.events)):
+                assert s.event(seq).seq == seq  # shadowed events stay addressable
+            live_surface, live_turns = s.surface, s.turns
+            live_messages = s.messages()
+        with Session.open(path, read_only=True) as replayed:
+            assert replayed.surface == live_surface
+            assert replayed.turns == live_turns
+            assert replayed.messages() == live_messages
+            _assert_pairing_intact(replayed)
