@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from . import errors
 from .compaction import CompactionResult, CompactionWarning
+from .compaction.base import Checkpoint
 from .config import CompactionConfig, RecallConfig
-from .dashr import Checkpoint, Dashr
+from .dashr import Dashr
 from .events import Event, Message
 from .session import Session, Step, Turn
 

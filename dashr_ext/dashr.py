@@ -11,13 +11,12 @@ It is the one object harnesses, notebooks and the CLI hold::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionEngine, CompactionResult, make_engine
-from .compaction.base import checkpoint_of, rebuild_archive
+from .compaction.base import Checkpoint, checkpoints, rebuild_archive
 from .config import CompactionConfig, RecallConfig
 from .errors import ConfigError
 from .events import Event, now_ms
@@ -28,22 +27,7 @@ if TYPE_CHECKING:
     from .store import Durability
     from .summarizers.base import Summarizer
 
-__all__ = ["Checkpoint", "Dashr"]
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    id: str
-    summary_seq: int
-    shadowed_seqs: tuple[int, ...]
-    shadowed_tokens: int
-    superseded_by: str | None
-    time: int
-    """Epoch ms of the pass's ``compaction/summary`` event."""
-    preview: str
-    node_seq: int
-    """Seq of the checkpoint's surface node (the replacement ``user/message``)."""
-    trigger: str
+__all__ = ["Dashr"]
 
 
 class Dashr:
@@ -57,6 +41,7 @@ class Dashr:
         recall: RecallConfig | None = None,
         summarizer: str | Summarizer = "extractive",
         meter: TokenMeter | None = None,
+        archive: MutableMapping[str, Any] | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         from .meter import TokenMeter
@@ -71,7 +56,7 @@ class Dashr:
         self.recall_config = recall or RecallConfig()
         self.meter = meter or TokenMeter()
         self.summarizer = make_summarizer(summarizer)
-        self.archive: dict[str, Any] = {}
+        self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
         rebuild_archive(session, self._config, self.archive)
         self.engine: CompactionEngine = self._make_engine()
@@ -254,44 +239,6 @@ class Dashr:
     def checkpoints(self) -> list[Checkpoint]:
         """Every committed checkpoint, oldest first."""
         return checkpoints(self.session)
-
-
-def checkpoints(session: Session) -> list[Checkpoint]:
-    """Committed checkpoints of a session, oldest first, with what superseded each."""
-    nodes: dict[str, int] = {}
-    for event in session.events:
-        checkpoint = checkpoint_of(event)
-        if checkpoint is not None:
-            nodes[checkpoint] = event.seq
-    found: list[Checkpoint] = []
-    shadowed_by: dict[int, str] = {}
-    for event in session.events:
-        if event.type != "compaction/summary" or event.data["checkpoint"] not in nodes:
-            continue
-        data = event.data
-        for seq in data["shadowedSeqs"]:
-            shadowed_by[seq] = data["checkpoint"]
-        summary = str(data["summary"]).strip()
-        first_line = next(
-            (ln.strip() for ln in summary.splitlines() if ln.strip() and not ln.startswith("#")),
-            "",
-        )
-        found.append(
-            Checkpoint(
-                id=data["checkpoint"],
-                summary_seq=event.seq,
-                shadowed_seqs=tuple(data["shadowedSeqs"]),
-                shadowed_tokens=int(data["shadowedTokenCount"]),
-                superseded_by=None,
-                time=event.time,
-                preview=first_line[:120],
-                node_seq=nodes[data["checkpoint"]],
-                trigger=str(data["trigger"]),
-            )
-        )
-    return [
-        Checkpoint(**{**c.__dict__, "superseded_by": shadowed_by.get(c.node_seq)}) for c in found
-    ]
 
 
 def _close_orphan_passes(session: Session) -> None:

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKPOINT_SOURCE",
+    "Checkpoint",
     "CompactionEngine",
     "CompactionResult",
     "CompactionWarning",
     "Trigger",
     "checkpoint_of",
+    "checkpoints",
 ]
 
 Trigger = Literal["pressure", "context-overflow", "manual"]
@@ -74,6 +76,59 @@ def checkpoint_of(event: Event) -> str | None:
         return None
     checkpoint = source.get("checkpoint")
     return checkpoint if isinstance(checkpoint, str) else None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    summary_seq: int
+    shadowed_seqs: tuple[int, ...]
+    shadowed_tokens: int
+    superseded_by: str | None
+    time: int
+    """Epoch ms of the pass's ``compaction/summary`` event."""
+    preview: str
+    node_seq: int
+    """Seq of the checkpoint's surface node (the replacement ``user/message``)."""
+    trigger: str
+
+
+def checkpoints(session: Session) -> list[Checkpoint]:
+    """Committed checkpoints of a session, oldest first, with what superseded each."""
+    nodes: dict[str, int] = {}
+    for event in session.events:
+        checkpoint = checkpoint_of(event)
+        if checkpoint is not None:
+            nodes[checkpoint] = event.seq
+    found: list[Checkpoint] = []
+    shadowed_by: dict[int, str] = {}
+    for event in session.events:
+        if event.type != "compaction/summary" or event.data["checkpoint"] not in nodes:
+            continue
+        data = event.data
+        for seq in data["shadowedSeqs"]:
+            shadowed_by[seq] = data["checkpoint"]
+        summary = str(data["summary"]).strip()
+        first_line = next(
+            (ln.strip() for ln in summary.splitlines() if ln.strip() and not ln.startswith("#")),
+            "",
+        )
+        found.append(
+            Checkpoint(
+                id=data["checkpoint"],
+                summary_seq=event.seq,
+                shadowed_seqs=tuple(data["shadowedSeqs"]),
+                shadowed_tokens=int(data["shadowedTokenCount"]),
+                superseded_by=None,
+                time=event.time,
+                preview=first_line[:120],
+                node_seq=nodes[data["checkpoint"]],
+                trigger=str(data["trigger"]),
+            )
+        )
+    return [
+        Checkpoint(**{**c.__dict__, "superseded_by": shadowed_by.get(c.node_seq)}) for c in found
+    ]
 
 
 def frame_checkpoint(summary: str, footer: str) -> str:
