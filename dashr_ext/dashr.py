@@ -16,18 +16,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionEngine, CompactionResult, make_engine
-from .compaction.base import Checkpoint, checkpoints, rebuild_archive
+from .compaction.base import Checkpoint, rebuild_archive
 from .config import CompactionConfig, RecallConfig
 from .errors import ConfigError
 from .events import Event, now_ms
-from .session import Session
+from .recall import Recall, RecallResult, pointer_text
+from .session import EventSpec, Session
 
 if TYPE_CHECKING:
     from .meter import Measurement, TokenMeter
     from .store import Durability
     from .summarizers.base import Summarizer
 
-__all__ = ["Dashr"]
+__all__ = ["POINTER_SOURCE", "Dashr"]
+
+POINTER_SOURCE = "history-access"
+"""``source.kind`` of the post-compaction pointer message."""
 
 
 class Dashr:
@@ -53,13 +57,19 @@ class Dashr:
             raise ConfigError("recall", "a RecallConfig", recall)
         self.session = session
         self._config = config or CompactionConfig()
-        self.recall_config = recall or RecallConfig()
+        self._recall_config = recall or RecallConfig()
         self.meter = meter or TokenMeter()
         self.summarizer = make_summarizer(summarizer)
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
         rebuild_archive(session, self._config, self.archive)
         self.engine: CompactionEngine = self._make_engine()
+        self.recall = Recall(session, self._recall_config)
+        self._pointed: set[str] = {
+            str(e.message.source.get("checkpoint"))
+            for e in session.events
+            if e.type == "context/message" and e.message.source_kind == POINTER_SOURCE
+        }
 
     def _make_engine(self) -> CompactionEngine:
         return make_engine(
@@ -180,6 +190,17 @@ class Dashr:
         self._config = value
         self.engine = self._make_engine()
 
+    @property
+    def recall_config(self) -> RecallConfig:
+        return self._recall_config
+
+    @recall_config.setter
+    def recall_config(self, value: RecallConfig) -> None:
+        if not isinstance(value, RecallConfig):
+            raise ConfigError("recall", "a RecallConfig", value)
+        self._recall_config = value
+        self.recall.config = value
+
     def configure(self, **changes: Any) -> CompactionConfig:
         """Change compaction settings live, validated as a whole; returns the new config."""
         self.config = self._config.with_changes(**changes)
@@ -220,6 +241,7 @@ class Dashr:
     def request_messages(self) -> list[dict[str, Any]]:
         """Run the pressure check (may compact), then derive the next request's messages."""
         self.engine.before_request()
+        self._inject_pointers()
         return self.session.messages()
 
     def compact(
@@ -230,15 +252,77 @@ class Dashr:
         end_seq: int | None = None,
     ) -> CompactionResult | None:
         """Compact now. None when nothing is compactable; a failed pass raises CompactionError."""
-        return self.engine.compact(trigger, start_seq=start_seq, end_seq=end_seq)
+        result = self.engine.compact(trigger, start_seq=start_seq, end_seq=end_seq)
+        self._inject_pointers()
+        return result
 
     def handle_overflow(self) -> bool:
         """After a context-length error: forced reduction; True means retry the request once."""
-        return self.engine.handle_overflow()
+        changed = self.engine.handle_overflow()
+        self._inject_pointers()
+        return changed
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every committed checkpoint, oldest first."""
-        return checkpoints(self.session)
+        return self.recall.checkpoints()
+
+    def _inject_pointers(self) -> None:
+        """After completed passes: one short ``context/message`` per new current checkpoint.
+
+        Deferred while a tool call still waits for its result, so the pointer never lands
+        between a call and its result.
+        """
+        if self._recall_config.pointer != "inject" or self.session.read_only:
+            return
+        if self.session.pending_tool_calls():
+            return
+        for cp in self.checkpoints():
+            if cp.id in self._pointed:
+                continue
+            self._pointed.add(cp.id)
+            if cp.superseded_by is not None:
+                continue  # a later pass already replaced it; its own pointer will follow
+            self.session.append(
+                [
+                    EventSpec(
+                        "context/message",
+                        {
+                            "message": {
+                                "role": "context",
+                                "source": {"kind": POINTER_SOURCE, "checkpoint": cp.id},
+                                "content": [{"type": "text", "text": pointer_text(cp)}],
+                            }
+                        },
+                        "append",
+                    )
+                ]
+            )
+
+    # ------------------------------------------------------------------ recall
+
+    def history_outline(self) -> RecallResult:
+        """Event count, every checkpoint, then the turns (SPEC 8)."""
+        return self.recall.outline()
+
+    def history_read(
+        self, checkpoint: str | None = None, seq: int | None = None, cursor: str | None = None
+    ) -> RecallResult:
+        """A page of a checkpoint's originals, or of the history forward from ``seq``."""
+        return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
+
+    def history_search(
+        self, query: str, checkpoint: str | None = None, limit: int | None = None
+    ) -> RecallResult:
+        """Case-insensitive literal search over shadowed and visible history."""
+        return self.recall.search(query, checkpoint=checkpoint, limit=limit)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` entries for the recall tools; [] until there is a checkpoint."""
+        return self.recall.tool_schemas()
+
+    def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Run a model's call of a recall tool; returns the tool's text."""
+        return self.recall.call_tool(name, arguments)
 
 
 def _close_orphan_passes(session: Session) -> None:

@@ -90,6 +90,9 @@ IMAGE_TOKENS_DEFAULT = 765
 """Cost of an image whose size is unknown (a 1024x1024 image at high detail)."""
 
 
+_TEXT_BLOCKS = (TextBlock, ReasoningBlock)
+
+
 def estimate_chars_tokens(text: str) -> int:
     """The ``"chars"`` estimator: ``ceil(utf8_bytes / CHARS_PER_TOKEN)``."""
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
@@ -265,8 +268,7 @@ class TokenMeter:
                     self._count = estimate_chars_tokens
                     self._effective = "chars"
                 else:
-                    encode = enc.encode_ordinary
-                    self._count = lambda text: len(encode(text))
+                    self._count = _tiktoken_counter(enc)
                     self._effective = name
         return self._count
 
@@ -300,15 +302,26 @@ class TokenMeter:
         return tokens
 
     def _count_node(self, event: Event) -> int:
+        count = self._counter()
         tokens = MESSAGE_OVERHEAD_TOKENS
-        count = self.count_text
+        chars = texts = 0
         for block in event.message.content:
-            if isinstance(block, TextBlock | ReasoningBlock):
-                tokens += count(block.text)
+            if isinstance(block, _TEXT_BLOCKS):
+                parts: tuple[str, ...] = (block.text,)
             elif isinstance(block, ToolCallBlock):
-                tokens += TOOL_CALL_OVERHEAD_TOKENS + count(block.name) + count(block.arguments)
-            elif isinstance(block, ImageBlock):
-                tokens += image_tokens(block.width, block.height)
+                tokens += TOOL_CALL_OVERHEAD_TOKENS
+                parts = (block.name, block.arguments)
+            else:
+                if isinstance(block, ImageBlock):
+                    tokens += image_tokens(block.width, block.height)
+                continue
+            for text in parts:
+                if text:
+                    tokens += count(text)
+                    chars += len(text)
+                    texts += 1
+        self.stats.chars_tokenized += chars
+        self.stats.texts_tokenized += texts
         return tokens
 
     # ------------------------------------------------------------------ envelope
@@ -446,6 +459,22 @@ class TokenMeter:
         self._node_cache.clear()
         self._envelope_key = None
         self._fold = None
+
+
+def _tiktoken_counter(enc: tiktoken.Encoding) -> Callable[[str], int]:
+    """``len(enc.encode_ordinary(text))``, calling the Rust core directly when possible."""
+    encode = enc.encode_ordinary
+    core = getattr(getattr(enc, "_core_bpe", None), "encode_ordinary", None)
+    if core is None:
+        return lambda text: len(encode(text))
+
+    def count(text: str) -> int:
+        try:
+            return len(core(text))
+        except UnicodeEncodeError:  # lone surrogates: tiktoken's own wrapper repairs them
+            return len(encode(text))
+
+    return count
 
 
 def _load_tiktoken(name: str) -> tiktoken.Encoding:

@@ -106,6 +106,13 @@ class _TurnState:
     open_step: tuple[int, int] | None = None
     step_of: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Surface seq -> (turn, step) for nodes appended while that step was open."""
+    open_step_seqs: list[int] = field(default_factory=list)
+    """Seqs appended to the open step, in order (empty when no step is open)."""
+
+    def add_to_open_step(self, seq: int) -> None:
+        if self.open_step is not None:
+            self.step_of[seq] = self.open_step
+            self.open_step_seqs.append(seq)
 
     def begin_turn(self, seq: int, turn: int) -> None:
         self.turns.append({"index": turn, "start": seq, "end": None, "reason": None, "steps": []})
@@ -127,6 +134,7 @@ class _TurnState:
             self.begin_turn(seq, turn)
         self.turns[-1]["steps"].append({"index": step, "start": seq, "end": None})
         self.open_step = (turn, step)
+        self.open_step_seqs = []
 
     def end_step(self, seq: int) -> None:
         if self.open_step is not None and self.turns and self.turns[-1]["steps"]:
@@ -134,6 +142,7 @@ class _TurnState:
             if last["end"] is None:
                 last["end"] = seq
         self.open_step = None
+        self.open_step_seqs = []
 
     def next_turn(self) -> int:
         return len(self.turns) + 1
@@ -467,10 +476,7 @@ class Session:
 
     def executing_seqs(self) -> set[int]:
         """Seqs of the surface events belonging to the step executing right now."""
-        step = self._turn_state.open_step
-        if step is None:
-            return set()
-        return {s for s, st in self._turn_state.step_of.items() if st == step}
+        return set(self._turn_state.open_step_seqs)
 
     def units(self) -> list[Unit]:
         """The surface split into indivisible units (whole steps, standalone messages)."""
@@ -772,12 +778,11 @@ class Session:
                 )
                 for kind, data in before:
                     _fold_marker(st, seq, kind, data)
-                if st.open_step is not None:
-                    st.step_of[seq] = st.open_step
+                st.add_to_open_step(seq)
                 for kind, data in after:
                     _fold_marker(st, seq, kind, data)
-            elif st.open_step is not None:
-                st.step_of[seq] = st.open_step
+            else:
+                st.add_to_open_step(seq)
         self._current.add(seq)
         for call in message.tool_calls:
             self._call_seq[call.id] = seq

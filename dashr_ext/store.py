@@ -10,12 +10,16 @@ precise errors, and recovers a line torn by a crash::
 
 Guarantees (SPEC 3.4):
 
-* **Durability.** ``append`` writes a whole batch with one ``write`` call, then
+* **Lines.** Each object is one line, ``json.dumps(obj, ensure_ascii=False,
+  separators=(",", ":"))`` in UTF-8 plus ``"\n"``; NaN and the infinities are
+  refused (:class:`EventError`) because they are not JSON.
+* **Durability.** ``append`` writes a whole batch with one ``write`` call to a
+  descriptor opened ``O_APPEND`` (so it always lands at the end), then
   ``os.fsync`` once (``durability="fsync"``, the default) or nothing more
   (``"flush"``: the bytes are handed to the OS, so they survive the process but
-  not a power cut). If the write or fsync fails, the file is truncated back to
-  its previous length before :class:`StoreError` is raised: a batch is either
-  entirely in the file or not at all.
+  not a power cut). If the write or fsync fails, or is interrupted, the file is
+  truncated back to its previous length before the error propagates: a batch is
+  either entirely in the file or not at all.
 * **One writer.** A writer holds an exclusive ``flock`` on the session file
   itself. ``flock`` rather than ``fcntl``/``lockf`` record locks because it
   belongs to the open file, not the process: a second :class:`Store` in the same
@@ -29,14 +33,16 @@ Guarantees (SPEC 3.4):
   a JSON object; anything else, including a blank line (nothing this store
   writes produces one), raises :class:`CorruptLogError` with the file, the
   1-based line number and the reason, and the file is left byte-for-byte as it was.
-* **Torn tail recovery.** The bytes after the last newline can only come from a
-  write cut short by a crash. A writer moves them to ``<file>.torn-<UTC time>``
-  (the side file is written and fsynced before the main file is truncated, so
-  the bytes exist on disk at every instant) and warns with
-  :class:`TornTailWarning`; a reader ignores them, leaves the file untouched and
-  warns. A tail that happens to parse as a complete JSON object is still treated
-  as torn: every line is written together with its newline, so a missing newline
-  means the write did not finish, and keeping the bytes aside never guesses.
+* **Torn tail recovery.** Bytes after the last newline come from a write cut
+  short by a crash (or, seen by a reader, from a writer in mid-append). A writer's
+  :meth:`Store.load` moves them to ``<file>.torn-<UTC time>`` (the side file is
+  written and fsynced before the main file is truncated, so the bytes are on disk
+  at every instant) and warns with :class:`TornTailWarning`; a reader ignores
+  them, leaves the file untouched and warns. A writer must ``load()`` before its
+  first ``append()`` when the file ends torn. A tail that happens to parse as a
+  complete JSON object is still treated as torn: every line is written together
+  with its newline, so a missing newline means the write did not finish, and
+  setting the bytes aside never guesses.
 
 Writer-mode locking uses ``fcntl`` and so needs a POSIX system; read-only
 stores work everywhere.
@@ -210,6 +216,7 @@ class Store:
         self.read_only = read_only
         self.durability = durability
         self._file = file
+        self._closed = False
         self._mutex = threading.Lock()
         self._size = 0
         self._torn = False  # the file ends with a partial line that load() has not recovered
@@ -230,6 +237,9 @@ class Store:
         _check_durability(durability)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"{path}: cannot create its directory: {err}") from err
+        try:
             fd = os.open(
                 path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
             )
@@ -282,14 +292,15 @@ class Store:
     def close(self) -> None:
         """Release the writer lock and the file. Idempotent."""
         with self._mutex:
+            self._closed = True
             if self._file is not None:
                 self._file.close()  # closing the descriptor releases the flock
                 self._file = None
 
     @property
     def closed(self) -> bool:
-        """True once a writer has been closed (a read-only store has nothing to close)."""
-        return not self.read_only and self._file is None
+        """True once :meth:`close` was called; a closed store neither loads nor appends."""
+        return self._closed
 
     def __enter__(self) -> Store:
         return self
@@ -345,13 +356,15 @@ class Store:
                 out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
             else:
                 out = self._apply(parse, objs)
-            torn = self._handle_torn_tail(data, cut) if cut < len(data) else None
-            return out, torn
+            if cut == len(data):
+                self._size = cut
+                return out, None
+            return out, self._handle_torn_tail(data, cut)
 
     def _read_all(self) -> bytes:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed; open it again to load")
         if self._file is None:
-            if not self.read_only:
-                raise StoreError(f"{self.path}: the store is closed; open it again to load")
             try:
                 return self.path.read_bytes()
             except OSError as err:
@@ -578,7 +591,7 @@ def _write_fully(fd: int, payload: bytes) -> None:
 
 
 def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
-    dumps = json.dumps
+    encode = _ENCODER.encode
     parts: list[bytes] = []
     for index, obj in enumerate(objs):
         if type(obj) is not dict:
@@ -587,7 +600,7 @@ def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
                 f"got {type(obj).__name__}"
             )
         try:
-            line = dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            line = encode(obj)
             parts.append(line.encode("utf-8"))
         except (TypeError, ValueError) as err:  # UnicodeEncodeError is a ValueError
             raise EventError(f"batch[{index}]: not storable as JSON: {err}") from err
@@ -597,6 +610,9 @@ def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
     return b"\n".join(parts)
 
 
+# json.dumps(obj, ensure_ascii=False, separators=(",", ":")), built once; NaN and the
+# infinities are refused because they are not JSON and other readers reject them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _DECODER = json.JSONDecoder()
 
 _JSON_TYPE_NAMES = {

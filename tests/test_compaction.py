@@ -113,8 +113,12 @@ def test_a_pressure_pass_writes_the_protocol_and_shrinks_the_request(
         "compaction/summary",
         "user/message",
         "compaction/end",
+        "context/message",
     ]
-    start, summary, node, end = d.session.events[mark:]
+    start, summary, node, end, pointer = d.session.events[mark:]
+    assert pointer.message.source == {"kind": "history-access", "checkpoint": f"c{summary.seq}"}
+    assert f"c{summary.seq}" in pointer.message.text
+    assert "history_read" in pointer.message.text and "history_search" in pointer.message.text
     assert summary.data["checkpoint"] == f"c{summary.seq}"
     assert summary.data["trigger"] == "pressure" and summary.data["engine"] == "summary"
     assert node.message.source["kind"] == "compact-checkpoint"
@@ -363,8 +367,9 @@ def test_overflow_leaves_only_the_newest_unit_and_is_one_shot(tmp_path: Path, cl
     newest = d.session.surface[last_unit.start : last_unit.end]
     assert d.handle_overflow() is True
     surface = d.session.surface
-    assert surface[1:] == newest and len(surface) == 1 + len(newest)
-    assert d.session.events[-2].type == "user/message"
+    assert surface[1 : 1 + len(newest)] == newest and len(surface) == 2 + len(newest)
+    assert d.session.event(surface[0]).message.source["kind"] == "compact-checkpoint"
+    assert d.session.event(surface[-1]).message.source["kind"] == "history-access"  # pointer
     assert d.checkpoints()[-1].trigger == "context-overflow"
     # Nothing but the newest unit and its checkpoint is left: the caller must give up.
     mark = len(d.session)

@@ -356,6 +356,16 @@ def test_a_corrupt_middle_line_is_a_precise_error_and_the_file_is_untouched(
         assert sha256(path) == digest
 
 
+def test_a_line_nested_too_deeply_to_parse_is_a_corrupt_line(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(line_bytes(event(0)) + b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+
+    with Store.open(path) as store, pytest.raises(CorruptLogError) as info:
+        store.load()
+
+    assert (info.value.line, info.value.reason) == (2, "not parseable: JSON nested too deeply")
+
+
 def test_a_corrupt_last_complete_line_is_an_error_not_a_torn_tail(path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_bytes(line_bytes(event(0)) + b'{"seq": 1, "type\n')
@@ -632,13 +642,17 @@ def test_close_releases_the_lock_and_is_idempotent(path: Path) -> None:
 
 
 def test_a_closed_store_refuses_to_append_or_load(path: Path) -> None:
-    store = Store.create(path)
-    store.close()
+    writer = Store.create(path)
+    writer.close()
+    reader = Store.open(path, read_only=True)
+    reader.close()
 
     with pytest.raises(StoreError, match="the store is closed"):
-        store.append([event(0)])
-    with pytest.raises(StoreError, match="the store is closed"):
-        store.load()
+        writer.append([event(0)])
+    for store in (writer, reader):
+        assert store.closed
+        with pytest.raises(StoreError, match="the store is closed"):
+            store.load()
 
 
 def test_readers_never_need_the_lock(path: Path) -> None:
@@ -676,6 +690,14 @@ def test_opening_a_missing_file_says_how_to_start_one(tmp_path: Path) -> None:
             f"{missing}: no such session file; use Store.create() to start a new session"
         )
     assert not missing.exists()
+
+
+def test_create_explains_a_parent_that_is_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    target = tmp_path / "file" / "s.jsonl"
+
+    with pytest.raises(StoreError, match=r"s\.jsonl: cannot create its directory"):
+        Store.create(target)
 
 
 def test_create_makes_parent_directories_and_refuses_an_existing_file(tmp_path: Path) -> None:

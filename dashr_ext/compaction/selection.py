@@ -51,10 +51,17 @@ def head_cut_for_retain(
     return best
 
 
-def head_cut_for_overflow(units: Sequence[Unit], cuts: Sequence[bool]) -> int:
-    """The largest balanced head reduction that still leaves the newest indivisible unit."""
-    if len(units) < 2:
+def head_cut_for_overflow(
+    units: Sequence[Unit], cuts: Sequence[bool], is_context: Sequence[bool] = ()
+) -> int:
+    """The largest balanced head reduction that still leaves the newest indivisible unit.
+
+    ``is_context[k]`` marks units made only of injected context (e.g. a pointer); they ride
+    along with the newest real unit instead of counting as it.
+    """
+    real = [i for i, _unit in enumerate(units) if not (i < len(is_context) and is_context[i])]
+    if not real or real[-1] == 0:
         return 0
-    newest = units[-1].start
+    newest = units[real[-1]].start
     allowed = [k for k in _allowed_cuts(units, cuts) if k <= newest]
     return allowed[-1] if allowed else 0

@@ -30,7 +30,13 @@ class SummaryEngine(CompactionEngine):
 
     def select_overflow(self) -> tuple[int, int] | None:
         s = self.session
-        cut = head_cut_for_overflow(s.units(), s.balanced_cuts())
+        units = s.units()
+        surface = s.surface
+        is_context = [
+            all(s.event(q).type == "context/message" for q in surface[u.start : u.end])
+            for u in units
+        ]
+        cut = head_cut_for_overflow(units, s.balanced_cuts(), is_context)
         if cut == 0 or (cut == 1 and checkpoint_of(s.event(s.surface[0]))):
             return None  # nothing left to reduce but the newest unit (and its checkpoint)
         return 0, cut - 1

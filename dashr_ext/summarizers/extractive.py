@@ -83,15 +83,16 @@ _EDITOR_OPS = {
     "undo_edit": "reverted",
     "delete": "deleted",
 }
+_FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "done"})
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
 _COMMAND_KEYS = ("command", "cmd", "code", "script", "shell")
 _EDIT_TEXT_KEYS = ("new_str", "file_text", "content", "new_string", "text")
 _SHELL_TOOLS = re.compile(r"bash|shell|exec|terminal|run|cell|python|cmd|command", re.I)
 
 _EXT = (
-    r"py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|toml|cfg|ini|conf|ya?ml|md|rst|txt|"
+    r"py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|toml|cfg|ini|ya?ml|md|rst|txt|"
     r"c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|sh|bash|zsh|ps1|html?|css|scss|sql|xml|csv|tsv|lock|"
-    r"env|log|diff|patch|proto|gradle|swift|scala|lua|r|jl|tex|bib|svg|dockerfile"
+    r"log|diff|patch|proto|gradle|swift|scala|lua|jl|tex|bib|svg|dockerfile"
 )
 _FILE_PATH = re.compile(
     rf"(?<![\w/.:@-])(?:~|\.{{1,2}})?/?(?:[\w.+@-]+/)*[\w+@-][\w.+@-]*\.(?:{_EXT})(?![\w/-])",
@@ -124,7 +125,7 @@ _IDENTIFIER = re.compile(
 )
 _DECISION = re.compile(
     r"\b(?:decid\w*|instead of|because|the (?:root cause|cause|issue|problem|bug|fix|solution) "
-    r"(?:is|was|here is)|this means|so that|we (?:should|must|need to)|I (?:should|must)|"
+    r"(?:is|was|here is|lies)|this means|so that|we (?:must|need to)|must not|"
     r"the correct (?:fix|approach|behaviou?r))\b",
     re.I,
 )
@@ -201,10 +202,16 @@ def _prose(text: str) -> str:
     return re.sub(r"^\s*(?:THOUGHT|Thought|THINKING)\s*:\s*", "", text)
 
 
+_ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|approx|incl)\.", re.I)
+
+
 def _sentences(text: str) -> list[str]:
     out = []
-    for raw in _SENTENCE.split(_prose(text)):
-        sentence = raw.strip().lstrip("-*•> ").strip()
+    prose = _ABBREVIATIONS.sub(lambda m: m.group(1) + "\x00", _prose(text))
+    for raw in _SENTENCE.split(prose):
+        sentence = raw.replace("\x00", ".").strip().lstrip("-*•> ").strip()
+        sentence = re.sub(r"^\d+[.)]\s+", "", sentence)
+        sentence = re.sub(r"^\*\*[^*]{1,40}\*\*:?\s*", "", sentence).strip()
         if len(sentence) >= 12 and re.search(r"[A-Za-z]", sentence):
             out.append(sentence)
     return out
@@ -227,20 +234,41 @@ def _exit_status(text: str, is_error: bool | None) -> int | None:
     return None
 
 
+_HARNESS_NOISE = re.compile(r"\[Python Interpreter:[^\]]*\]?|\[Command finished with[^\]]*\]?")
+
+
+def _traceback_ends(text: str) -> list[str]:
+    """The exception line that ends each Python traceback in ``text``."""
+    out = []
+    for match in re.finditer(r"^Traceback \(most recent call last\):[ \t]*\r?$", text, re.M):
+        for line in text[match.end() :].splitlines()[1:200]:
+            if not line.strip() or line[:1] in " \t" or line.startswith("During handling"):
+                continue
+            out.append(line)
+            break
+    return out
+
+
 def _error_lines(text: str) -> list[str]:
-    """The exact error lines of a tool result, most telling first, at most four."""
-    found: dict[str, None] = {}
-    for match in _ERROR_LINE.finditer(text):
-        line = match.group(0).strip()
-        if line.startswith("E ") or line.startswith("E\t"):
+    """The exact error lines of a tool result, most telling first, at most four.
+
+    The line ending a Python traceback comes first, then other exception lines,
+    then test-runner and compiler lines (``FAILED …``, ``file:1: error: …``).
+    """
+    found: dict[str, int] = {}
+    candidates = [(0, line) for line in _traceback_ends(text)]
+    candidates += [(1, m.group(0)) for m in _ERROR_LINE.finditer(text)]
+    for rank, raw in candidates:
+        line = _HARNESS_NOISE.sub("", raw).strip()
+        if line.startswith(("E ", "E\t")):
             line = line[1:].strip()
         if len(line) < 4 or (line.endswith(":") and " " not in line.rstrip(":")):
             continue
-        found[_one_line(line, 200)] = None
-    lines = list(found)
-    # The last exception line of a traceback says what went wrong; pytest FAILED lines follow.
-    lines.sort(key=lambda line: 0 if _EXCEPTION_NAME.match(line) else 1)
-    return lines[:4]
+        if _EXCEPTION_NAME.match(line):
+            rank = 0
+        key = _one_line(line, 200)
+        found[key] = min(found.get(key, rank), rank)
+    return sorted(found, key=lambda line: found[line])[:4]
 
 
 def _test_summary(text: str) -> str | None:
@@ -292,7 +320,7 @@ class _Span:
     last_user_seq: int = -1
     answered: bool = False
     """The last user request got a final answer (an assistant message without tool calls)."""
-    salient: list[str] = field(default_factory=list)
+    salient: list[tuple[int, str]] = field(default_factory=list)
     """Texts anchors may come from: user and assistant text, tool arguments, error lines."""
 
     def file(self, path: str) -> _FileNote:
@@ -322,7 +350,7 @@ def _read_span(request: SummaryRequest) -> _Span:
             text = message.text.strip()
             if text:
                 span.requests.append((event.seq, text))
-                span.salient.append(text)
+                span.salient.append((1, text))
                 span.last_user_seq = event.seq
                 span.answered = False
         elif event.type == "assistant/message":
@@ -344,8 +372,9 @@ def _read_assistant(span: _Span, event: Event, pending: dict[str, _Command]) -> 
     calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
     span.assistant.append((event.seq, text, bool(calls)))
     if text:
-        span.salient.append(_prose(text))
-    if not calls and span.last_user_seq >= 0:
+        span.salient.append((2, _prose(text)))
+    final = not calls or all(c.name.lower() in _FINISH_TOOLS for c in calls)
+    if final and span.last_user_seq >= 0:
         span.answered = True
     for call in calls:
         _read_call(span, event.seq, call, pending)
@@ -362,7 +391,11 @@ def _read_call(span: _Span, seq: int, call: ToolCallBlock, pending: dict[str, _C
         )
     elif _SHELL_TOOLS.search(call.name) and call.arguments.strip():
         command = call.arguments
-    span.salient.extend(v for v in (path, command) if v)
+    if path:
+        span.salient.append((2, path))
+    if command and not (path is not None and command in _EDITOR_OPS):
+        # A here-document's body is code, not an anchor source: first and last line only.
+        span.salient.append((2, _command_label(command, 400)))
     if path is not None and (command is None or command in _EDITOR_OPS):
         op = _EDITOR_OPS.get(command or "", _op_from_tool_name(call.name))
         note = span.file(path)
@@ -407,7 +440,8 @@ def _op_from_tool_name(name: str) -> str:
 def _paths_in_command(command: str) -> list[tuple[str, str]]:
     """File paths a shell command or code cell touches, with a coarse operation."""
     found: dict[str, str] = {}
-    first = command.splitlines()[0] if command.strip() else ""
+    lines = [line for line in command.splitlines() if line.strip()]
+    first = "\n".join(lines[:1] + lines[-1:]) if len(lines) > 1 else "".join(lines)
     for match in re.finditer(
         r"open\(\s*['\"]([^'\"]+)['\"](?:\s*,\s*['\"]([rwaxbt+]+)['\"])?", command
     ):
@@ -451,7 +485,7 @@ def _read_tool_result(span: _Span, event: Event, pending: dict[str, _Command]) -
     for line in errors:
         span.errors[line] = (event.seq, cmd if cmd is not None and cmd.text else None)
         span.error_counts[line] = span.error_counts.get(line, 0) + 1
-        span.salient.append(line)
+        span.salient.append((3, line))
 
 
 # --------------------------------------------------------------------------- summary items
@@ -465,6 +499,8 @@ class _Item:
     order: int = 0
     anchor_kind: str | None = None
     tokens: int = 0
+    carried: bool = False
+    """From a previous summary (as opposed to this span)."""
 
 
 class _Items:
@@ -472,35 +508,34 @@ class _Items:
         self.items: list[_Item] = []
         self._seen: dict[tuple[int, str], _Item] = {}
 
-    def add(self, section: int, text: str, priority: float) -> _Item | None:
+    def add(self, section: int, text: str, priority: float, carried: bool = False) -> _Item | None:
         """Add a bullet unless it says nothing new; returns the new item, else None.
 
-        Equal bullets collapse. A file bullet for a path already listed is merged
-        into that bullet (operation counts added up); an error bullet for an
-        error already listed replaces its text (the newer status wins).
+        Equal bullets collapse. Bullets about the same thing merge into the
+        earlier one (see :func:`_subject`): a file's operation counts add up, a
+        concept's or a repeated command's counts add up, and an error keeps its
+        newest status.
         """
         text = text.strip()
         if not text or _norm(text) == _NONE:
             return None
-        key = (section, _norm(text))
-        existing = self._seen.get(key)
-        if existing is None and section in (FILES, ERRORS):
-            lead = _leading_code(text)
-            if lead is not None:
-                key = (section, "\0code\0" + lead)
-                existing = self._seen.get(key)
-                if existing is not None:
-                    existing.text = (
-                        _merge_file_bullets(existing.text, text) if section == FILES else text
-                    )
+        existing = self._seen.get((section, _norm(text)))
+        subject = _subject(section, text)
+        if subject is not None:
+            same = self._seen.get((section, subject))
+            # The same subject from the previous summary and from this span: two sets of
+            # facts about one thing (counts add up). From one source: one fact, said once.
+            if same is not None and (existing is None or same.carried != carried):
+                same.text = _merge_bullets(section, same.text, text)
+                existing = same
         if existing is not None:
             existing.priority = max(existing.priority, priority)
             return None
-        item = _Item(section, text, priority, order=len(self.items))
+        item = _Item(section, text, priority, order=len(self.items), carried=carried)
         self.items.append(item)
         self._seen[(section, _norm(text))] = item
-        if section in (FILES, ERRORS) and (lead := _leading_code(text)) is not None:
-            self._seen[(section, "\0code\0" + lead)] = item
+        if subject is not None:
+            self._seen[(section, subject)] = item
         return item
 
     def has(self, section: int) -> bool:
@@ -576,19 +611,59 @@ def _file_bullet(note: _FileNote) -> str:
     return text
 
 
-def _merge_file_bullets(old: str, new: str) -> str:
-    """One bullet for a path seen before and again: operation counts are added up."""
-    path = _leading_code(new) or ""
-    counts: dict[str, int] = {}
-    for bullet in (old, new):
-        head = bullet.split("; last edit:", 1)[0]
-        for op, n in _OPS_PART.findall(head):
-            counts[op] = counts.get(op, 0) + int(n)
-    last = new if "; last edit:" in new else old
-    text = f"{_code(path)} — " + ", ".join(f"{op} ×{n}" for op, n in counts.items())
-    if "; last edit:" in last:
-        text += "; last edit:" + last.split("; last edit:", 1)[1]
-    return text
+_UNANSWERED = re.compile(r"^The request of seq \d+ has no final answer yet$")
+_ERROR_SOURCE = re.compile(r"^(.* — from (`[^`]+`|`` .+? ``) \(seq \d+\))(?:; .*)?$", re.S)
+
+
+def _refresh_error(bullet: str, span: _Span) -> str:
+    """An earlier error bullet, updated when the span reran its command successfully."""
+    match = _ERROR_SOURCE.match(bullet)
+    if match is None:
+        return bullet
+    label = _leading_code(match.group(2))
+    for cmd in reversed(span.commands):
+        if cmd.text and _command_label(cmd.text, 120) == label:
+            if cmd.status == 0 and not cmd.errors:
+                return f"{match.group(1)}; a later run succeeded (seq {cmd.result_seq})"
+            return f"{match.group(1)}; still failing at a later run (seq {cmd.seq})"
+    return bullet
+
+
+_COUNT = re.compile(r" \(×(\d+)\)$")
+_RUN = re.compile(r"^Command run ×(\d+): (.*)$", re.S)
+
+
+def _subject(section: int, text: str) -> str | None:
+    """What a bullet is about, for the sections whose bullets merge by subject."""
+    if section in (FILES, ERRORS, CONCEPTS):
+        lead = _leading_code(text)
+        return None if lead is None else "\0code\0" + lead
+    if section == CRITICAL and (run := _RUN.match(text)):
+        lead = _leading_code(run.group(2))
+        return None if lead is None else "\0run\0" + lead
+    return None
+
+
+def _merge_bullets(section: int, old: str, new: str) -> str:
+    """One bullet from an earlier and a newer bullet about the same subject."""
+    if section == FILES:
+        path = _leading_code(new) or ""
+        counts: dict[str, int] = {}
+        for bullet in (old, new):
+            head = bullet.split("; last edit:", 1)[0]
+            for op, n in _OPS_PART.findall(head):
+                counts[op] = counts.get(op, 0) + int(n)
+        last = new if "; last edit:" in new else old
+        text = f"{_code(path)} — " + ", ".join(f"{op} ×{n}" for op, n in counts.items())
+        if "; last edit:" in last:
+            text += "; last edit:" + last.split("; last edit:", 1)[1]
+        return text
+    if section == CONCEPTS:
+        total = sum(int(m.group(1)) if (m := _COUNT.search(b)) else 1 for b in (old, new))
+        return f"{_COUNT.sub('', new)} (×{total})"
+    if section == CRITICAL and (a := _RUN.match(old)) and (b := _RUN.match(new)):
+        return f"Command run ×{int(a.group(1)) + int(b.group(1))}: {b.group(2)}"
+    return new  # errors: the newer status wins
 
 
 def _parse_keywords(bullet: str) -> dict[str, list[str]]:
@@ -664,20 +739,20 @@ class ExtractiveSummarizer:
         items = _Items()
         old = [parse_summary(text, sections) for text in previous]
         limit = max(160, request.max_summary_tokens)  # ~4 chars a token: a bullet ≤ ~1/4 budget
-        self._carry(items, old)
+        self._carry(items, old, span)
         self._fill(items, span, any(o[REQUEST] for o in old), limit)
         for section in (CURRENT, NEXT):  # state sections: the newer state replaces the older
             if not items.has(section):
                 for parsed in old[-1:]:
                     for bullet in parsed[section]:
-                        items.add(section, bullet, 20.0)
+                        items.add(section, bullet, 20.0, carried=True)
         self._anchors(items, span, old)
         text = self._fit(items, sections, request.count_tokens, request.max_summary_tokens)
         return SummaryResult(text=text, kind=self.kind, model=None)
 
     # ------------------------------------------------------------------ carry forward
 
-    def _carry(self, items: _Items, old: list[list[list[str]]]) -> None:
+    def _carry(self, items: _Items, old: list[list[list[str]]], span: _Span) -> None:
         for parsed in old:
             for section, bullets in enumerate(parsed):
                 n = len(bullets)
@@ -686,11 +761,15 @@ class ExtractiveSummarizer:
                 for i, bullet in enumerate(bullets):
                     if section == CRITICAL and bullet.startswith(_KEYWORDS):
                         continue  # merged as anchors
+                    if section == PENDING and span.answered and _UNANSWERED.match(bullet):
+                        continue  # answered since
+                    if section == ERRORS:
+                        bullet = _refresh_error(bullet, span)
                     recency = (i + 1) / (n + 1)
                     base = {REQUEST: 90.0, ERRORS: 55.0, FILES: 52.0}.get(section, 50.0)
                     if section == REQUEST and i == 0:
                         base = 99.0
-                    item = items.add(section, bullet, base + 4 * recency)
+                    item = items.add(section, bullet, base + 4 * recency, carried=True)
                     if item is not None:
                         item.order = -1_000_000 + len(items.items)  # carried bullets lead
 
@@ -709,17 +788,26 @@ class ExtractiveSummarizer:
     def _requests(self, items: _Items, span: _Span, has_previous_request: bool, limit: int) -> None:
         first_limit = min(self.first_request_chars, limit)
         later_limit = min(self.request_chars, limit)
-        n = len(span.requests)
-        for i, (seq, text) in enumerate(span.requests):
-            if i == 0 and not has_previous_request:
-                quoted = "\n".join(
-                    f"  > {line}" if line.strip() else "  >"
-                    for line in _clip(re.sub(r"\n{3,}", "\n\n", text), first_limit).splitlines()
-                )
-                items.add(REQUEST, f"Original request (seq {seq}), verbatim:\n{quoted}", 100.0)
-            else:
-                clipped = _one_line(text, later_limit)
-                items.add(REQUEST, f"Later request (seq {seq}): {clipped}", 80.0 + 10 * (i + 1) / n)
+        requests = list(span.requests)
+        if requests and not has_previous_request:
+            seq, text = requests.pop(0)
+            quoted = "\n".join(
+                f"  > {line}" if line.strip() else "  >"
+                for line in _clip(re.sub(r"\n{3,}", "\n\n", text), first_limit).splitlines()
+            )
+            items.add(REQUEST, f"Original request (seq {seq}), verbatim:\n{quoted}", 100.0)
+        # Identical later requests (a harness repeating itself) become one bullet.
+        grouped: dict[str, list[tuple[int, str]]] = {}
+        for seq, text in requests:
+            grouped.setdefault(_norm(text), []).append((seq, text))
+        n = len(grouped)
+        for i, group in enumerate(grouped.values()):
+            seqs = ", ".join(str(seq) for seq, _ in group)
+            times = f"; ×{len(group)}" if len(group) > 1 else ""
+            clipped = _one_line(group[-1][1], later_limit)
+            label = "seqs" if len(group) > 1 else "seq"
+            priority = 80.0 + 10 * (i + 1) / n - (5.0 if len(group) > 1 else 0.0)
+            items.add(REQUEST, f"Later request ({label} {seqs}{times}): {clipped}", priority)
 
     def _concepts(self, items: _Items, span: _Span) -> None:
         counts: dict[str, int] = {}
@@ -761,17 +849,14 @@ class ExtractiveSummarizer:
             text = _code(line) + (f" (×{count})" if count > 1 else "")
             fixed = False
             if cmd is not None:
-                text += f" — from {_code(_first_line(cmd.text, 120))} (seq {seq})"
-                later = [
-                    c
-                    for c in span.commands
-                    if c.text == cmd.text and c.seq > cmd.seq and c.status == 0 and not c.errors
-                ]
+                text += f" — from {_code(_command_label(cmd.text, 120))} (seq {seq})"
+                runs = [c for c in span.commands if c.text == cmd.text]
+                later = [c for c in runs if c.seq > cmd.seq and c.status == 0 and not c.errors]
                 if later:
                     text += f"; a later run succeeded (seq {later[-1].result_seq})"
                     fixed = True
-                elif cmd is _last_run(span.commands, cmd.text):
-                    text += "; still failing at the last run"
+                elif len(runs) > 1 and runs[-1] is cmd:
+                    text += f"; still failing at the last of {len(runs)} runs"
             else:
                 text += f" (seq {seq})"
             items.add(ERRORS, text, (50.0 if fixed else 64.0) + 8 * (i + 1) / max(n, 1))
@@ -797,7 +882,7 @@ class ExtractiveSummarizer:
             items.add(CURRENT, "Ran " + _command_outcome(cmd), 66.0 + i)
 
     def _next(self, items: _Items, span: _Span) -> None:
-        if span.requests and span.answered and span.assistant and not span.assistant[-1][2]:
+        if span.requests and span.answered:
             items.add(NEXT, "(none): the last request was answered; wait for the user", 74.0)
             return
         for _, text, _ in reversed(span.assistant[-3:]):
@@ -849,7 +934,7 @@ class ExtractiveSummarizer:
         body = "\n".join(i.text for i in items.items)
         fresh = _candidate_anchors(span)
         for kind in _ANCHOR_KINDS:
-            new = [a for a in fresh.get(kind, []) if a not in body]
+            new = [a for a in fresh.get(kind, []) if a.rstrip("…") not in body]
             old_kind = list(dict.fromkeys(previous.get(kind, [])))
             keep_new = new[: max(cap - min(len(old_kind), cap // 2), 0)]
             chosen = list(dict.fromkeys(keep_new + old_kind))[:cap]
@@ -904,18 +989,19 @@ class ExtractiveSummarizer:
         return text
 
 
-def _last_run(commands: Sequence[_Command], text: str) -> _Command | None:
-    runs = [c for c in commands if c.text == text]
-    return runs[-1] if runs else None
+def _command_label(text: str, limit: int) -> str:
+    """A command as one line: its first line, and its last line when it has several."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if len(lines) == 1:
+        return _clip(lines[0], limit)
+    first, last = _clip(lines[0], limit // 2), _clip(lines[-1], limit // 2)
+    return f"{first} … {last} ({len(lines)} lines)"
 
 
 def _command_outcome(cmd: _Command) -> str:
-    shown = _first_line(cmd.text, 160)
-    if cmd.text.strip().count("\n"):
-        lines = cmd.text.strip().count("\n") + 1
-        if not shown.endswith("chars]"):
-            shown += f" … ({lines} lines)"
-    out = f"{_code(shown)} (seq {cmd.seq})"
+    out = f"{_code(_command_label(cmd.text, 160))} (seq {cmd.seq})"
     if cmd.status is not None:
         out += f" → exit {cmd.status}"
     elif cmd.result_seq is None:
@@ -923,45 +1009,69 @@ def _command_outcome(cmd: _Command) -> str:
     if cmd.summary_line:
         out += f"; {cmd.summary_line}"
     elif cmd.errors:
-        out += f"; {_code(cmd.errors[0])}"
+        out += f"; {_code(_clip(cmd.errors[0], 120))}"
     return out
 
 
 def _candidate_anchors(span: _Span) -> dict[str, list[str]]:
-    """Literal anchors by kind, rarest first (ties: first appearance)."""
+    """Literal anchors by kind, most salient first.
+
+    An anchor's weight adds up over the texts that mention it: 3 for an error
+    line, 2 for assistant prose and tool-call commands or paths, 1 for user
+    text. Ties keep the order of first appearance.
+    """
     found: dict[str, dict[str, list[int]]] = {k: {} for k in _ANCHOR_KINDS}
 
-    def note(kind: str, value: str, where: int) -> None:
-        value = value.strip().rstrip(".,:;)")
+    def note(kind: str, value: str, where: int, weight: int) -> None:
+        value = value.strip()
+        if kind != "errors":
+            value = value.rstrip(".,:;)")
         if 3 <= len(value) <= 100:
             hits = found[kind].setdefault(value, [where, 0])
-            hits[1] += 1
+            hits[1] += weight
 
     for where, line in enumerate(span.errors):
-        note("errors", line if len(line) <= 100 else _clip(line, 80).split(" … [", 1)[0], where)
-    for where, text in enumerate(span.salient):
-        for match in _FILE_PATH.finditer(text):
-            if not _URLISH.match(match.group(0)):
-                note("paths", match.group(0), where)
-        for match in _DIR_PATH.finditer(text):
-            note("paths", match.group(0).rstrip("/"), where)
-        for match in _NUMBER_UNIT.finditer(text):
-            note("numbers", match.group(0), where)
-        for match in _CONFIG.finditer(text):
-            note("config", match.group(0), where)
-        for match in _CODE_IDENT.finditer(text):
-            value = match.group(0)
-            if not _FILE_PATH.fullmatch(value) and not re.fullmatch(r"[\d.]+", value):
-                note("identifiers", value, where)
+        note("errors", line if len(line) <= 100 else line[:97].rstrip() + "…", where, 3)
+    texts_seen: set[str] = set()
+    for where, (weight, text) in enumerate(span.salient):
+        if text in texts_seen:  # a message repeated verbatim (harness boilerplate) counts once
+            continue
+        texts_seen.add(text)
+        seen: set[tuple[str, str]] = set()
+        for kind, pattern in _ANCHOR_PATTERNS:
+            for match in pattern.finditer(text):
+                value = match.group(0)
+                if kind == "paths":
+                    if _URLISH.match(value):
+                        continue
+                    value = value.rstrip("/")
+                elif kind == "identifiers" and (
+                    len(value) < 4
+                    or _FILE_PATH.fullmatch(value)
+                    or re.fullmatch(r"[\d.]+|(?:\w\.)+\w?", value)
+                ):
+                    continue
+                if (kind, value) not in seen:
+                    seen.add((kind, value))
+                    note(kind, value, where, weight)
     for where, cmd in enumerate(span.commands):
         if cmd.text:
             line = _first_line(cmd.text, 200)
-            note("commands", line if len(line) <= 60 else " ".join(line.split()[:3]), where)
+            note("commands", line if len(line) <= 60 else " ".join(line.split()[:3]), where, 2)
     out: dict[str, list[str]] = {}
     for kind, values in found.items():
-        ranked = sorted(values.items(), key=lambda kv: (kv[1][1], kv[1][0]))
+        ranked = sorted(values.items(), key=lambda kv: (-kv[1][1], kv[1][0]))
         out[kind] = [value for value, _ in ranked]
     return out
+
+
+_ANCHOR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("paths", _FILE_PATH),
+    ("paths", _DIR_PATH),
+    ("numbers", _NUMBER_UNIT),
+    ("config", _CONFIG),
+    ("identifiers", _CODE_IDENT),
+)
 
 
 def _render(sections: Sequence[str], items: Iterable[_Item]) -> str:

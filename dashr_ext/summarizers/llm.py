@@ -211,10 +211,10 @@ class LLMSummarizer:
         self.prompts_dir = prompts_dir
         self._transport = transport
         self._async_transport = async_transport
-        self._sleep = sleep or time.sleep
+        self._sleep = sleep if sleep is not None else time.sleep
         self._asleep = asleep
         self._custom_sleep = sleep is not None
-        self._rng = rng or random.Random()
+        self._rng = rng if rng is not None else random.Random()
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
