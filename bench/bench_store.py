@@ -362,6 +362,7 @@ def machine_notes() -> list[str]:
         f"nproc: {os.cpu_count()}",
         f"cpu: {cpu}",
         f"python: {platform.python_version()} ({platform.system()} {platform.release()})",
+        f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
     ]
 
 

@@ -84,6 +84,7 @@ _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
     "compaction/end": ("compactionId",),
     "usage/report": ("promptTokens", "completionTokens", "atSeq"),
 }
+_REQUIRED_SETS = {kind: frozenset(keys) for kind, keys in _REQUIRED_DATA.items()}
 _INT_DATA: Mapping[str, tuple[str, ...]] = {
     "turn/start": ("turn",),
     "turn/end": ("turn",),
@@ -140,9 +141,12 @@ _IMAGE_KEYS = ("type", "attachmentId", "mediaType", "width", "height", "bytes")
 
 
 def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in obj:
-        raise EventError(f"{where}.{key}: missing (required)")
-    value = obj[key]
+    try:
+        value = obj[key]
+    except KeyError:
+        raise EventError(f"{where}.{key}: missing (required)") from None
+    if type(value) is kind:  # the common case, decided without isinstance machinery
+        return value
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise EventError(f"{where}.{key}: expected {names}, got {type(value).__name__}")
@@ -212,6 +216,7 @@ def block_to_json(block: ContentBlock) -> JSON:
 # --------------------------------------------------------------------------- messages
 
 _MESSAGE_KEYS = ("id", "role", "source", "content", "toolCallId", "toolName", "isError")
+_MESSAGE_KEY_SET = frozenset(_MESSAGE_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,23 +261,22 @@ class Message:
             raise EventError(f"{where}.source.kind: expected a string such as 'user' or 'model'")
         raw_content = _need(obj, "content", list, where)
         content = tuple(
-            block_from_json(b, f"{where}.content[{i}]") for i, b in enumerate(raw_content)
+            TextBlock(b["text"])
+            if type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str
+            else block_from_json(b, f"{where}.content[{i}]")
+            for i, b in enumerate(raw_content)
         )
         tool_call_id = tool_name = is_error = None
         if role == "tool":
             tool_call_id = _need(obj, "toolCallId", str, where)
             tool_name = _need(obj, "toolName", str, where)
             is_error = _need(obj, "isError", bool, where)
-        return cls(
-            id=msg_id,
-            role=role,
-            source=source,
-            content=content,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            is_error=is_error,
-            extra={k: v for k, v in obj.items() if k not in _MESSAGE_KEYS},
+        extra = (
+            {}
+            if obj.keys() <= _MESSAGE_KEY_SET
+            else {k: v for k, v in obj.items() if k not in _MESSAGE_KEY_SET}
         )
+        return cls(msg_id, role, source, content, tool_call_id, tool_name, is_error, extra)
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -303,6 +307,7 @@ class Replace:
 SurfaceOp: TypeAlias = Literal["append"] | Replace
 
 _EVENT_KEYS = ("seq", "type", "time", "surfaceOp", "sourceEventSeqs", "data")
+_EVENT_KEY_SET = frozenset(_EVENT_KEYS)
 
 
 @dataclass(slots=True)
@@ -353,13 +358,22 @@ class Event:
         """Parse and validate one event object; raises :class:`EventError` naming the field."""
         if not isinstance(obj, dict):
             raise EventError(f"event: expected a JSON object, got {type(obj).__name__}")
-        seq = _need(obj, "seq", int, "event")
+        seq, kind, time, data = obj.get("seq"), obj.get("type"), obj.get("time"), obj.get("data")
+        if not (
+            type(seq) is int and type(kind) is str and type(time) is int and type(data) is dict
+        ):  # the slow path exists to name the bad field
+            seq = _need(obj, "seq", int, "event")
+            kind = _need(obj, "type", str, "event")
+            time = _need(obj, "time", int, "event")
+            data = _need(obj, "data", dict, "event")
         if seq < 0:
             raise EventError(f"event.seq: expected an integer >= 0, got {seq}")
-        kind = _need(obj, "type", str, "event")
-        time = _need(obj, "time", int, "event")
-        data = _need(obj, "data", dict, "event")
-        op = _parse_surface_op(obj.get("surfaceOp"), kind)
+        raw_op = obj.get("surfaceOp")
+        op: SurfaceOp | None = (
+            "append"
+            if raw_op == "append" and kind in SURFACE_TYPES
+            else _parse_surface_op(raw_op, kind)
+        )
         sources = obj.get("sourceEventSeqs")
         source_seqs: tuple[int, ...] | None = None
         if sources is not None:
@@ -368,15 +382,12 @@ class Event:
             ):
                 raise EventError("event.sourceEventSeqs: expected a list of integers")
             source_seqs = tuple(sources)
-        event = cls(
-            seq=seq,
-            type=kind,
-            time=time,
-            data=data,
-            surface_op=op,
-            source_event_seqs=source_seqs,
-            extra={k: v for k, v in obj.items() if k not in _EVENT_KEYS},
+        extra = (
+            {}
+            if obj.keys() <= _EVENT_KEY_SET
+            else {k: v for k, v in obj.items() if k not in _EVENT_KEY_SET}
         )
+        event = cls(seq, kind, time, data, op, source_seqs, extra)
         validate_payload(event)
         return event
 
@@ -425,9 +436,10 @@ def validate_payload(event: Event) -> None:
             f"event {event.seq}.type: unknown event type {kind!r}; accepted: "
             f"{', '.join(sorted(SURFACE_TYPES | LOG_ONLY_TYPES))}, or an 'x-…' extension type"
         )
-    for key in _REQUIRED_DATA[kind]:
-        if key not in event.data:
-            raise EventError(f"event {event.seq} ({kind}) data.{key}: missing (required)")
+    if not event.data.keys() >= _REQUIRED_SETS[kind]:
+        for key in _REQUIRED_DATA[kind]:
+            if key not in event.data:
+                raise EventError(f"event {event.seq} ({kind}) data.{key}: missing (required)")
     for key in _INT_DATA.get(kind, ()):
         value = event.data[key]
         if not isinstance(value, int) or isinstance(value, bool):

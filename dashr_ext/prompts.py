@@ -80,9 +80,14 @@ def resolve_prompts_dir(override: PathLike | None = None) -> Path | Traversable:
     env = os.environ.get(PROMPTS_DIR_ENV)
     if env:
         return Path(env)
-    if (_SOURCE_DIR / "summarize.md").is_file():
+    # A checkout or an editable install: prompts/ beside the package, in a project root.
+    in_source = (_SOURCE_DIR / "summarize.md").is_file()
+    if in_source and (_SOURCE_DIR.parent / "pyproject.toml").is_file():
         return _SOURCE_DIR
-    return resources.files("dashr_ext").joinpath(_PACKAGE_DATA)
+    installed = resources.files("dashr_ext").joinpath(_PACKAGE_DATA)
+    if in_source and not installed.is_dir():
+        return _SOURCE_DIR
+    return installed
 
 
 def _file_name(name: str) -> str:

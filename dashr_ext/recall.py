@@ -388,17 +388,19 @@ def _locate(body: str, query: str) -> tuple[int, int] | None:
     return index[at], index[at + len(query) - 1] + 1
 
 
-def snippet(body: str, query: str) -> tuple[str, str, str]:
+def snippet(body: str, query: str, width: int = SNIPPET_CHARS) -> tuple[str, str, str]:
     """``(before, match, after)`` around the first match of normalised ``query`` in ``body``.
 
-    One line (whitespace runs collapsed), at most :data:`SNIPPET_CHARS` characters in all.
+    One line (whitespace runs collapsed), at most ``width`` characters in all, with up to
+    :data:`SNIPPET_BEFORE` (at most a third of ``width``) before the match.
     """
     found = _phrase_pattern(query).search(body)
     span = found.span() if found is not None else _locate(body, query)
     a, b = span if span is not None else (0, 0)
-    before = _WS.sub(" ", body[max(0, a - 4 * SNIPPET_BEFORE) : a])[-SNIPPET_BEFORE:]
-    match = _WS.sub(" ", body[a:b])[:SNIPPET_CHARS]
-    room = SNIPPET_CHARS - len(before) - len(match)
+    keep = min(SNIPPET_BEFORE, width // 3)
+    before = _WS.sub(" ", body[max(0, a - 4 * keep) : a])[-keep:] if keep else ""
+    match = _WS.sub(" ", body[a:b])[:width]
+    room = width - len(before) - len(match)
     after = _WS.sub(" ", body[b : b + 4 * max(room, 0)])[: max(room, 0)]
     return before.lstrip(), match, after.rstrip()
 
@@ -910,7 +912,8 @@ class Recall:
         event = self.session.events[seq]
         visible = self.session.is_current(seq)
         owner = "(visible)" if visible else self._owner.get(seq, "(no checkpoint)")
-        before, match, after = snippet(event_body(event), phrase)
+        width = min(SNIPPET_CHARS, max(60, self.config.read_max_chars // 10))
+        before, match, after = snippet(event_body(event), phrase, width)
         return _Hit(seq, visible, owner, minute_utc(event.time), before, match, after)
 
     def _search_result(
@@ -961,8 +964,11 @@ class Recall:
         hits = fit([], limit)
         notes: list[str] = []
         if len(hits) < len(matched):
-            notes = [self._narrow_note(cp, matched, limit)]
-            hits = fit(notes, limit)
+            for counts in (True, False):  # the per-checkpoint counts go first when space is short
+                notes = [self._narrow_note(cp, matched, limit, counts)]
+                hits = fit(notes, limit)
+                if hits:
+                    break
         truncated = len(hits) < len(matched)
         lines = [header(len(hits))]
         for number, hit in enumerate(hits, 1):
@@ -981,7 +987,9 @@ class Recall:
             f"history_outline(), or read a likely range with {read}."
         )
 
-    def _narrow_note(self, cp: Checkpoint | None, matched: list[int], limit: int) -> str:
+    def _narrow_note(
+        self, cp: Checkpoint | None, matched: list[int], limit: int, with_counts: bool = True
+    ) -> str:
         ways: list[str] = []
         counts: dict[str, int] = {}
         if cp is None:
@@ -998,8 +1006,9 @@ class Recall:
         ways.append("a longer phrase")
         if limit < self.config.search_max_hits:
             ways.append(f"limit up to {self.config.search_max_hits}")
-        note = f"more matches than shown: narrow with {', '.join(ways)}"
-        if counts:
+        listed = " or ".join(ways) if len(ways) < 3 else f"{', '.join(ways[:-1])}, or {ways[-1]}"
+        note = f"more matches than shown: narrow with {listed}"
+        if counts and with_counts:
             parts = [f"{k} ×{v}" for k, v in list(counts.items())[:8]]
             more = ", …" if len(counts) > 8 else ""
             note += f" (matches per checkpoint: {', '.join(parts)}{more})"

@@ -18,6 +18,7 @@ This module knows nothing of compaction; it only offers the queries a range sele
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,8 +152,40 @@ class _TurnState:
         return len(self.turns[-1]["steps"]) + 1 if self.turns and self.open_turn else 1
 
 
+@dataclass
+class MarkerCursor:
+    """The little of the turn fold that marker inference needs, cheap to copy."""
+
+    turn_count: int = 0
+    open_turn: int | None = None
+    open_step: tuple[int, int] | None = None
+    step_count: int = 0
+
+    def next_turn(self) -> int:
+        return self.turn_count + 1
+
+    def next_step(self) -> int:
+        return self.step_count + 1 if self.open_turn else 1
+
+    def begin_turn(self, seq: int, turn: int) -> None:
+        self.turn_count += 1
+        self.open_turn, self.open_step, self.step_count = turn, None, 0
+
+    def end_turn(self, seq: int, reason: str) -> None:
+        self.open_turn = self.open_step = None
+
+    def begin_step(self, seq: int, turn: int, step: int) -> None:
+        if self.open_turn is None:
+            self.begin_turn(seq, turn)
+        self.step_count += 1
+        self.open_step = (turn, step)
+
+    def end_step(self, seq: int) -> None:
+        self.open_step = None
+
+
 def inferred_markers(
-    state: _TurnState, role: str, source_kind: str, has_tool_calls: bool
+    state: _TurnState | MarkerCursor, role: str, source_kind: str, has_tool_calls: bool
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
     """Markers implied by one message's arrival (SPEC 3.3), as (before, after) lists.
 
@@ -271,6 +304,8 @@ class Session:
         from .store import Store
 
         store = Store.open(Path(path), read_only=read_only, durability=durability)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # replay allocates many long-lived objects; collection only costs time
         try:
             lines, _torn = store.load()
             session = cls(store=None, read_only=read_only, clock=clock)
@@ -286,6 +321,9 @@ class Session:
         except BaseException:
             store.close()
             raise
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         session._store = store
         return session
 
@@ -309,6 +347,7 @@ class Session:
         self._call_seq: dict[str, int] = {}
         self._call_name: dict[str, str] = {}
         self._result_seq: dict[str, int] = {}
+        self._pending: dict[str, None] = {}
         self._turn_state = _TurnState()
         self._has_markers = False
         self._system_prompt: str | None = None
@@ -400,11 +439,7 @@ class Session:
 
     def pending_tool_calls(self) -> list[str]:
         """Ids of current tool calls that have no result yet, in call order."""
-        return [
-            cid
-            for cid, seq in self._call_seq.items()
-            if cid not in self._result_seq and seq in self._current
-        ]
+        return [cid for cid in self._pending if self._call_seq[cid] in self._current]
 
     def balanced_cuts(self) -> list[bool]:
         """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
@@ -534,14 +569,11 @@ class Session:
         """Whether adapters should infer turn/step markers (False once marked explicitly)."""
         return not self._explicit_markers
 
-    def marker_state(self) -> _TurnState:
-        """A copy of the turn/step fold, for adapters that infer markers over a batch."""
+    def marker_state(self) -> MarkerCursor:
+        """Where the turn/step fold stands, for adapters that infer markers over a batch."""
         st = self._turn_state
-        return _TurnState(
-            turns=[{**t, "steps": [dict(s) for s in t["steps"]]} for t in st.turns],
-            open_turn=st.open_turn,
-            open_step=st.open_step,
-        )
+        steps = len(st.turns[-1]["steps"]) if st.turns and st.open_turn is not None else 0
+        return MarkerCursor(len(st.turns), st.open_turn, st.open_step, steps)
 
     # ------------------------------------------------------------------ appends
 
@@ -787,8 +819,10 @@ class Session:
         for call in message.tool_calls:
             self._call_seq[call.id] = seq
             self._call_name[call.id] = call.name
+            self._pending[call.id] = None
         if event.type == "tool/result" and message.tool_call_id is not None:
             self._result_seq[message.tool_call_id] = seq
+            self._pending.pop(message.tool_call_id, None)
         self._surface_version += 1
 
     # ------------------------------------------------------------------ derived messages
@@ -817,7 +851,7 @@ class Session:
 _MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
 
-def _fold_marker(st: _TurnState, seq: int, kind: str, data: Mapping[str, Any]) -> None:
+def _fold_marker(st: _TurnState | MarkerCursor, seq: int, kind: str, data: Mapping[str, Any]) -> None:
     if kind == "turn/start":
         st.begin_turn(seq, int(data["turn"]))
     elif kind == "turn/end":

@@ -1,11 +1,11 @@
-"""Test and benchmark helpers: events built by hand or from the real-session corpus.
+"""Test helpers: events built by hand or from the real-session corpus.
 
 * :func:`events_from_openai` turns OpenAI chat messages into surface events
   (appends only; the system message becomes the session's system prompt).
 * :class:`FakeSession` is the smallest object with the session surface the token
   meter reads (``surface``, ``event``, ``events``, ``system_prompt``, ``tools``,
   ``messages``), so meter and summarizer tests do not depend on the store.
-* :data:`CORPUS` is ``../shared/corpus`` next to the project; tests skip when absent.
+* ``CORPUS`` / ``corpus_files`` / ``load_corpus`` are re-exported from ``conftest``.
 """
 
 from __future__ import annotations
@@ -15,19 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from conftest import CORPUS, corpus_files, load_corpus
+
 from dashr_ext.events import Event, Replace
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
+__all__ = ["CORPUS", "FakeSession", "corpus_files", "events_from_openai", "load_corpus"]
+
 T0 = 1_764_460_000_000
-
-
-def corpus_files() -> list[Path]:
-    return sorted(CORPUS.glob("*/*.json")) if CORPUS.is_dir() else []
-
-
-def load_corpus(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
 
 
 def _message(role: str, kind: str, content: list[dict[str, Any]], mid: str, **extra: Any) -> dict:

@@ -385,3 +385,20 @@ def test_make_summarizer() -> None:
 def test_result_type() -> None:
     result = ExtractiveSummarizer().summarize(SummaryRequest(first_span(), None, 999, [], len))
     assert isinstance(result, SummaryResult) and result.usage is None
+
+
+def test_context_messages_are_kept_but_recall_pointers_are_not() -> None:
+    from corpus_events import _message, make_event
+
+    def context(seq: int, text: str, kind: str) -> Event:
+        content = [{"type": "text", "text": text}]
+        return make_event(seq, "context/message", _message("context", kind, content, f"m{seq}"))
+
+    span = [
+        user(1, "Tidy the logs."),
+        context(2, "Deploy freeze until Friday; do not push tags.", "plugin"),
+        context(3, "[c9 replaced 12 events; use history_read('c9')]", "history-access"),
+    ]
+    critical = sections_of(summarize(span))["Critical Context"]
+    assert "- Context (seq 2): Deploy freeze until Friday; do not push tags." in critical
+    assert "history_read('c9')" not in critical

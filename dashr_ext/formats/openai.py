@@ -37,7 +37,7 @@ from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ..session import EventSpec, _fold_marker, inferred_markers
 
 if TYPE_CHECKING:
-    from ..session import Session, _TurnState
+    from ..session import MarkerCursor, Session
 
 __all__ = ["record_openai", "to_openai"]
 
@@ -80,7 +80,9 @@ class _Converter:
         self.session = session
         self.pending = dict.fromkeys(session.pending_tool_calls())
         self.new_calls: dict[str, str] = {}
-        self.markers: _TurnState | None = session.marker_state() if session.infers_markers else None
+        self.markers: MarkerCursor | None = (
+            session.marker_state() if session.infers_markers else None
+        )
 
     def convert(self, m: Mapping[str, Any], p: str) -> list[EventSpec]:
         role = m.get("role")

@@ -83,6 +83,7 @@ _EDITOR_OPS = {
     "undo_edit": "reverted",
     "delete": "deleted",
 }
+_POINTER_SOURCES = frozenset({"history-access"})
 _FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "done"})
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
 _COMMAND_KEYS = ("command", "cmd", "code", "script", "shell")
@@ -359,7 +360,8 @@ def _read_span(request: SummaryRequest) -> _Span:
             _read_tool_result(span, event, pending)
         elif event.type == "context/message":
             text = message.text.strip()
-            if text:
+            # The post-compaction pointer names a checkpoint this summary now absorbs.
+            if text and message.source_kind not in _POINTER_SOURCES:
                 span.context.append((event.seq, text))
     return span
 
