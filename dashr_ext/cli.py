@@ -203,8 +203,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _print_demo(d: Any, facts: dict[str, str]) -> None:
     rule = "-" * 72
     cps = d.checkpoints()
-    print(f"dashr demo: {len(d.session)} events, {len(cps)} compaction passes, "
-          f"surface now ~{d.measure().total} tokens\n{rule}")
+    print(
+        f"dashr demo: {len(d.session)} events, {len(cps)} compaction passes, "
+        f"surface now ~{d.measure().total} tokens\n{rule}"
+    )
     print(d.history_outline())
     first = cps[0]
     text = d.session.event(first.node_seq).message.text
@@ -228,3 +230,7 @@ _COMMANDS = {
     "compact": _cmd_compact,
     "import": _cmd_import,
 }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""The ``dashr`` command line: every command on a demo and a corpus session, and bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import corpus_files
+
+from dashr_ext.cli import main
+from dashr_ext.demo import DEMO_TOOLS, demo_facts, demo_messages
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def demo_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    path = tmp_path / "demo.jsonl"
+    code, out, _ = run(capsys, "demo", "--out", str(path))
+    assert code == 0 and path.is_file()
+    return path
+
+
+def test_demo_prints_outline_footer_archive_read_and_a_search_hit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "demo")
+    assert code == 0, err
+    facts = demo_facts()
+    assert re.search(r"dashr demo: \d+ events, [2-9]\d* compaction passes", out)
+    assert "history_outline — " in out
+    assert re.search(r"\[checkpoint c\d+: shadows conversation span #\d+–#\d+", out)
+    assert "[compaction archive]" in out
+    assert f'history_search "{facts["error"]}"' in out
+    assert re.search(r"^1\. seq \d+ \| shadowed \| c\d+ \| ", out, flags=re.M)
+    assert facts["error"] in out
+
+
+def test_inspect_outline_read_and_search_on_the_demo_session(
+    demo_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "inspect", str(demo_file))
+    assert code == 0
+    assert out.startswith("session demo (")
+    checkpoints = re.findall(r"^  (c\d+): shadows", out, flags=re.M)
+    assert len(checkpoints) >= 2
+    code, outline, _ = run(capsys, "outline", str(demo_file))
+    assert code == 0 and all(cp in outline for cp in checkpoints)
+    code, page, _ = run(capsys, "read", str(demo_file), checkpoints[0])
+    assert code == 0 and page.startswith(f"history_read checkpoint {checkpoints[0]} — ")
+    cursor = re.search(r"^cursor: (\S+)$", page, flags=re.M)
+    if cursor:
+        code, more, _ = run(capsys, "read", str(demo_file), "--cursor", cursor.group(1))
+        assert code == 0 and "history_read" in more
+    code, seq_page, _ = run(capsys, "read", str(demo_file), "--seq", "3")
+    assert code == 0 and "User (seq 3): " in seq_page
+    facts = demo_facts()
+    code, hits, _ = run(capsys, "search", str(demo_file), facts["magic_number"], "--limit", "2")
+    assert code == 0 and "matched" in hits and facts["magic_number"] in hits
+
+
+def test_import_and_compact_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps({"messages": demo_messages(), "tools": DEMO_TOOLS}))
+    out_file = tmp_path / "imported.jsonl"
+    code, out, _ = run(capsys, "import", str(source), "--format", "openai", "-o", str(out_file))
+    assert code == 0 and out.startswith(f"{out_file}: ")
+    code, out, err = run(
+        capsys,
+        "compact",
+        str(out_file),
+        "--recency-window-tokens",
+        "6000",
+        "--retain-tokens",
+        "1500",
+    )
+    assert code == 0, err
+    assert re.match(r"c\d+: shadowed \d+ events; ~\d+ -> ~\d+ tokens", out)
+    code, out, _ = run(capsys, "inspect", str(out_file))
+    assert "checkpoints: 1" in out
+
+
+@pytest.mark.corpus
+def test_every_command_on_a_corpus_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = corpus_files()
+    if not files:
+        pytest.skip("../shared/corpus is absent")
+    session_file = tmp_path / "corpus.jsonl"
+    assert (
+        run(capsys, "import", str(files[0]), "--format", "openai", "-o", str(session_file))[0] == 0
+    )
+    code, out, _ = run(
+        capsys,
+        "compact",
+        str(session_file),
+        "--recency-window-tokens",
+        "20000",
+        "--retain-tokens",
+        "4000",
+    )
+    assert code == 0
+    checkpoint = out.split(":")[0]
+    assert run(capsys, "outline", str(session_file))[0] == 0
+    code, page, _ = run(capsys, "read", str(session_file), checkpoint)
+    assert code == 0 and page.startswith(f"history_read checkpoint {checkpoint}")
+    code, hits, _ = run(capsys, "search", str(session_file), "THOUGHT", "--checkpoint", checkpoint)
+    assert code == 0 and f"| shadowed | {checkpoint} |" in hits
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["inspect", "/nonexistent/s.jsonl"], "dashr inspect: no such file: /nonexistent/s.jsonl"),
+        (["read", "{demo}", "c999999"], "dashr read: unknown checkpoint 'c999999'"),
+        (["read", "{demo}"], "dashr read: "),
+        (["search", "{demo}", "   "], "dashr search: "),
+        (["search", "{demo}", "x", "--limit", "0"], "dashr search: "),
+        (["import", "{bad}", "--format", "openai"], "dashr import: "),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_with_exit_1(
+    argv: list[str],
+    message: str,
+    demo_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    args = [a.replace("{demo}", str(demo_file)).replace("{bad}", str(bad)) for a in argv]
+    code, out, err = run(capsys, *args)
+    assert code == 1
+    assert out == ""
+    assert err.startswith(message)
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_flags_exit_2_with_a_one_line_usage_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dashr_ext.cli", "search", "f.jsonl", "q", "--limit", "many"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "--limit: invalid int value: 'many'" in proc.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", "dashr_ext.cli", "compact", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert helped.returncode == 0 and "--recency-window-tokens" in helped.stdout
