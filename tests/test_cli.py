@@ -24,7 +24,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def demo_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     path = tmp_path / "demo.jsonl"
-    code, out, _ = run(capsys, "demo", "--out", str(path))
+    code, _out, _ = run(capsys, "demo", "--out", str(path))
     assert code == 0 and path.is_file()
     return path
 
