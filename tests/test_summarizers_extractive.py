@@ -402,3 +402,16 @@ def test_context_messages_are_kept_but_recall_pointers_are_not() -> None:
     critical = sections_of(summarize(span))["Critical Context"]
     assert "- Context (seq 2): Deploy freeze until Friday; do not push tags." in critical
     assert "history_read('c9')" not in critical
+
+
+def test_an_unanswered_request_bullet_is_dropped_once_a_newer_request_arrives() -> None:
+    first = summarize(first_span())
+    assert "The request of seq 1 has no final answer yet" in sections_of(first)["Pending Jobs"]
+    newer = [
+        user(20, "Also bump the version in pyproject.toml."),
+        assistant(21, "Bumping.", [("c9", "bash", {"command": "sed -i s/0.1/0.2/ pyproject.toml"})]),
+        tool(22, "c9", "<returncode>0</returncode>\n<output>\n</output>"),
+    ]
+    merged = sections_of(summarize(newer, previous=first))["Pending Jobs"]
+    assert "seq 1 has no final answer" not in merged
+    assert "The request of seq 20 has no final answer yet" in merged

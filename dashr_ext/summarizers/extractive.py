@@ -613,7 +613,16 @@ def _file_bullet(note: _FileNote) -> str:
     return text
 
 
-_UNANSWERED = re.compile(r"^The request of seq \d+ has no final answer yet$")
+_UNANSWERED = re.compile(r"^The request of seq (\d+) has no final answer yet$")
+
+
+def _superseded_request(bullet: str, span: _Span) -> bool:
+    """An earlier "no final answer yet" bullet that the span answered or moved past."""
+    match = _UNANSWERED.match(bullet)
+    if match is None:
+        return False
+    seq = int(match.group(1))
+    return span.answered or any(later > seq for later, _text in span.requests)
 _ERROR_SOURCE = re.compile(r"^(.* — from (`[^`]+`|`` .+? ``) \(seq \d+\))(?:; .*)?$", re.S)
 
 
@@ -763,8 +772,8 @@ class ExtractiveSummarizer:
                 for i, bullet in enumerate(bullets):
                     if section == CRITICAL and bullet.startswith(_KEYWORDS):
                         continue  # merged as anchors
-                    if section == PENDING and span.answered and _UNANSWERED.match(bullet):
-                        continue  # answered since
+                    if section == PENDING and _superseded_request(bullet, span):
+                        continue  # answered since, or a newer request took over
                     if section == ERRORS:
                         bullet = _refresh_error(bullet, span)
                     recency = (i + 1) / (n + 1)
