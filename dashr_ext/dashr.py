@@ -324,6 +324,17 @@ class Dashr:
         """Run a model's call of a recall tool; returns the tool's text."""
         return self.recall.call_tool(name, arguments)
 
+    # ------------------------------------------------------------------ plotting
+
+    def plot_pressure(self, ax: Any = None) -> Any:
+        """Plot request tokens over the log with the trigger, retain budget and compactions.
+
+        Needs matplotlib (``pip install 'dashr_ext[plot]'``); returns the matplotlib Axes.
+        """
+        from .plot import plot_pressure
+
+        return plot_pressure(self, ax=ax)
+
 
 def _close_orphan_passes(session: Session) -> None:
     open_passes: dict[str, int] = {}

@@ -420,3 +420,14 @@ def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> N
         d.compact(start_seq=s.surface[-2], end_seq=s.surface[-2])
     with pytest.raises(CompactionError, match="give both"):
         d.compact(start_seq=1)
+
+
+def test_checkpoint_preview_prefers_current_work_then_the_first_content_line() -> None:
+    from dashr_ext.compaction.base import summary_preview
+
+    merged = "## Primary Request and Intent\n- Original request:\n  > Fix it\n## Current Work\n- Editing retry.py\n"
+    assert summary_preview(merged) == "Editing retry.py"
+    assert summary_preview("## Primary Request and Intent\n- Label:\n  > Fix the retry tests") == (
+        "Fix the retry tests"
+    )
+    assert summary_preview("") == ""

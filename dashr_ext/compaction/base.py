@@ -108,11 +108,7 @@ def checkpoints(session: Session) -> list[Checkpoint]:
         data = event.data
         for seq in data["shadowedSeqs"]:
             shadowed_by[seq] = data["checkpoint"]
-        summary = str(data["summary"]).strip()
-        first_line = next(
-            (ln.strip() for ln in summary.splitlines() if ln.strip() and not ln.startswith("#")),
-            "",
-        )
+        first_line = summary_preview(str(data["summary"]))
         found.append(
             Checkpoint(
                 id=data["checkpoint"],
@@ -129,6 +125,25 @@ def checkpoints(session: Session) -> list[Checkpoint]:
     return [
         Checkpoint(**{**c.__dict__, "superseded_by": shadowed_by.get(c.node_seq)}) for c in found
     ]
+
+
+def summary_preview(summary: str) -> str:
+    """One line saying what a summary is about now.
+
+    Prefers the first line of its "Current Work" section (what differs between successive
+    merged checkpoints), else its first content line; list markers and labels are dropped.
+    """
+    lines = [ln.strip() for ln in summary.splitlines()]
+    start = 0
+    for i, line in enumerate(lines):
+        if line.lstrip("#").strip().lower() == "current work":
+            start = i + 1
+            break
+    for line in lines[start:]:
+        text = line.lstrip("-*> ").strip()
+        if text and not line.startswith("#") and not text.endswith(":"):
+            return text
+    return ""
 
 
 def frame_checkpoint(summary: str, footer: str) -> str:
