@@ -851,7 +851,9 @@ class Session:
 _MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
 
-def _fold_marker(st: _TurnState | MarkerCursor, seq: int, kind: str, data: Mapping[str, Any]) -> None:
+def _fold_marker(
+    st: _TurnState | MarkerCursor, seq: int, kind: str, data: Mapping[str, Any]
+) -> None:
     if kind == "turn/start":
         st.begin_turn(seq, int(data["turn"]))
     elif kind == "turn/end":

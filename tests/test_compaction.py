@@ -425,7 +425,10 @@ def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> N
 def test_checkpoint_preview_prefers_current_work_then_the_first_content_line() -> None:
     from dashr_ext.compaction.base import summary_preview
 
-    merged = "## Primary Request and Intent\n- Original request:\n  > Fix it\n## Current Work\n- Editing retry.py\n"
+    merged = (
+        "## Primary Request and Intent\n- Original request:\n  > Fix it\n"
+        "## Current Work\n- Editing retry.py\n"
+    )
     assert summary_preview(merged) == "Editing retry.py"
     assert summary_preview("## Primary Request and Intent\n- Label:\n  > Fix the retry tests") == (
         "Fix the retry tests"

@@ -409,7 +409,9 @@ def test_an_unanswered_request_bullet_is_dropped_once_a_newer_request_arrives() 
     assert "The request of seq 1 has no final answer yet" in sections_of(first)["Pending Jobs"]
     newer = [
         user(20, "Also bump the version in pyproject.toml."),
-        assistant(21, "Bumping.", [("c9", "bash", {"command": "sed -i s/0.1/0.2/ pyproject.toml"})]),
+        assistant(
+            21, "Bumping.", [("c9", "bash", {"command": "sed -i s/0.1/0.2/ pyproject.toml"})]
+        ),
         tool(22, "c9", "<returncode>0</returncode>\n<output>\n</output>"),
     ]
     merged = sections_of(summarize(newer, previous=first))["Pending Jobs"]
