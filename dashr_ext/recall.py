@@ -64,9 +64,11 @@ Read (one page)::
   is, reasoning as ``[reasoning] …``, tool calls as ``[tool call] name {json}`` (arguments
   re-serialised compactly when they parse as JSON), images as their placeholder; an empty
   message reads ``(empty)``. Log-only events (markers, ``compaction/*``, usage) never appear,
-  and raw event JSON never does. An event that does not fit the rest of a page is cut, the
-  line ``… [+N chars]`` (N = characters left) follows the cut, and the next page resumes
-  at exactly the next character under a ``(seq N, continued)`` label.
+  and raw event JSON never does. An event that does not fit the rest of a page starts the
+  next page when it fits a page whole; otherwise it is cut (preferably before a newline or
+  after a space near the limit), the line ``… [+N chars]`` (N = characters left) follows the
+  cut, and the next page resumes at exactly the next character under a ``(seq N, continued)``
+  label. ``read_max_events`` counts the events (and event pieces) on a page.
 
 Cursor tokens are plain and self-describing: ``c20@4:1200`` is checkpoint c20, position 4
 of its shadowed span (0-based, surface order), character 1200 of that event's body;
@@ -116,7 +118,7 @@ from .config import RecallConfig
 from .errors import ConfigError, RecallError
 from .events import SURFACE_TYPES, Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from .prompts import render
-from .session import Session
+from .session import Session, Turn
 
 __all__ = [
     "END_OF_RANGE",
@@ -133,6 +135,7 @@ __all__ = [
     "pointer_text",
     "render_page",
     "snippet",
+    "tool_schemas",
 ]
 
 TOOL_NAMES: tuple[str, ...] = ("history_outline", "history_read", "history_search")
@@ -670,7 +673,7 @@ class Recall:
             _one_line(c.preview, 120) or "(no preview)",
         )
 
-    def _turn_row(self, turn: Any) -> tuple[str, ...]:
+    def _turn_row(self, turn: Turn) -> tuple[str, ...]:
         session = self.session
         events = session.events
         end = turn.end_seq if turn.end_seq is not None else len(events) - 1
@@ -708,7 +711,7 @@ class Recall:
         )
 
     @staticmethod
-    def _elided(turns: Sequence[Any], included: int) -> tuple[int, int] | None:
+    def _elided(turns: Sequence[Turn], included: int) -> tuple[int, int] | None:
         """Slice ``[a, b)`` of the turns left out when ``included`` are shown (head first)."""
         count = len(turns)
         if included >= count:
@@ -717,7 +720,7 @@ class Recall:
             return (0, count)
         return (1, count - (included - 1))
 
-    def _marker(self, turns: Sequence[Any], span: tuple[int, int]) -> str:
+    def _marker(self, turns: Sequence[Turn], span: tuple[int, int]) -> str:
         a, b = span
         first, last = turns[a], turns[b - 1]
         end = last.end_seq if last.end_seq is not None else len(self.session.events) - 1

@@ -190,9 +190,9 @@ def test_outline_lists_every_checkpoint_then_the_turns(d: Dashr) -> None:
             "history_outline — 43 events (seqs 0-42), 2 checkpoints, 4 turns",
             "checkpoints (oldest first):",
             f"c18 | summary seq 18 | 4 events, seqs 2-8 | ~{c18.shadowed_tokens} tokens | "
-            f"{MINUTE} | superseded by c33 | - Retry helper inspected; the budget is 3.",
+            f"{MINUTE} | superseded by c33 | {c18.preview}",
             f"c33 | summary seq 33 | 8 events, seqs 12-29 | ~{c33.shadowed_tokens} tokens | "
-            f"{MINUTE} | current | - Budget moved to config.retry.maxAttempts.",
+            f"{MINUTE} | current | {c33.preview}",
             "turns:",
             "turn 1 | seqs 1-10 | 4 events | shadowed | "
             "Fix the failing retry tests in retry.test.ts.",
