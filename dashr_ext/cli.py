@@ -214,9 +214,11 @@ def _print_demo(d: Any, facts: dict[str, str]) -> None:
     print(f"{rule}\nfooter of {first.id} (what the model sees at the end of the summary):\n{rule}")
     print(footer)
     entry = d.archive[first.id]
-    bucket = "tool_results" if entry.get("tool_results") else "assistant_responses"
-    print(f"{rule}\nprint(dashr_compaction_archive[{first.id!r}][{bucket!r}][0]['text'])\n{rule}")
-    print(entry[bucket][0]["text"][:1200])
+    results = entry.get("tool_results") or []
+    index = next((i for i, r in enumerate(results) if facts["error"] in r["text"]), 0)
+    print(f"{rule}\nprint(dashr_compaction_archive[{first.id!r}]['tool_results'][{index}]['text'])")
+    print(rule)
+    print(results[index]["text"] if results else "(no tool results in this checkpoint)")
     print(f"{rule}\nhistory_search({facts['error']!r})\n{rule}")
     print(d.history_search(facts["error"], limit=3))
 
