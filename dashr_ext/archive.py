@@ -73,7 +73,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeAlias
 
 from .errors import ConfigError, EventError
-from .events import Event, ImageBlock, Message, ReasoningBlock, TextBlock
+from .events import Event, ImageBlock, Message, ReasoningBlock, TextBlock, render_image
 
 __all__ = [
     "ARCHIVE_VARIABLE",
@@ -138,16 +138,6 @@ def iso_utc(ms: int) -> str:
     seconds, millis = divmod(ms, 1000)
     stamp = datetime.fromtimestamp(seconds, UTC)
     return f"{stamp:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
-
-
-def render_image(block: ImageBlock) -> str:
-    """The in-text placeholder of an image block."""
-    size = (
-        f" {block.width}x{block.height}"
-        if block.width is not None and block.height is not None
-        else ""
-    )
-    return f"[image {block.media_type}{size} attachment {block.attachment_id}]"
 
 
 def _text(message: Message) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "block_from_json",
     "block_to_json",
     "now_ms",
+    "render_image",
 ]
 
 JSON: TypeAlias = dict[str, Any]
@@ -136,6 +137,17 @@ class ImageBlock:
 
 
 ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ImageBlock
+
+
+def render_image(block: ImageBlock) -> str:
+    """The in-text placeholder of an image, e.g. ``[image image/png 800x600 attachment a1]``."""
+    size = (
+        f" {block.width}x{block.height}"
+        if block.width is not None and block.height is not None
+        else ""
+    )
+    return f"[image {block.media_type}{size} attachment {block.attachment_id}]"
+
 
 _IMAGE_KEYS = ("type", "attachmentId", "mediaType", "width", "height", "bytes")
 

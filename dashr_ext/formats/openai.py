@@ -33,7 +33,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError
-from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, block_to_json
+from ..events import (
+    Event,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    block_to_json,
+    render_image,
+)
 from ..session import EventSpec, _fold_marker, inferred_markers
 
 if TYPE_CHECKING:
@@ -362,17 +370,12 @@ def _emit_text(blocks: Sequence[Any], openai: Mapping[str, Any]) -> Any:
                     image["detail"] = b.extra["detail"]
                 parts.append({"type": "image_url", "image_url": image})
             elif isinstance(b, ImageBlock):
-                parts.append({"type": "text", "text": _image_placeholder(b)})
+                parts.append({"type": "text", "text": render_image(b)})
         return parts
     pieces = []
     for b in blocks:
         if isinstance(b, TextBlock):
             pieces.append(b.text)
         elif isinstance(b, ImageBlock):
-            pieces.append(_image_placeholder(b))
+            pieces.append(render_image(b))
     return "\n".join(pieces)
-
-
-def _image_placeholder(b: ImageBlock) -> str:
-    size = f" {b.width}x{b.height}" if b.width and b.height else ""
-    return f"[image {b.media_type}{size} attachment {b.attachment_id}]"
