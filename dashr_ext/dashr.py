@@ -65,6 +65,7 @@ class Dashr:
         rebuild_archive(session, self._config, self.archive)
         self.engine: CompactionEngine = self._make_engine()
         self.recall = Recall(session, self._recall_config)
+        self._request_at_seq: int | None = None
         self._pointed: set[str] = {
             str(e.message.source.get("checkpoint"))
             for e in session.events
@@ -225,8 +226,12 @@ class Dashr:
                 and (not isinstance(value, int) or isinstance(value, bool) or value < 0)
             ):
                 raise ConfigError(name, "an integer >= 0" + (" or None" if optional else ""), value)
-        surface = self.session.surface
-        at_seq = surface[-1] if surface else 0
+        # The usage describes the last request: anchor on its final node, not on whatever was
+        # recorded since (the reply itself is not part of the prompt).
+        at_seq = self._request_at_seq
+        if at_seq is None or at_seq >= len(self.session):
+            surface = self.session.surface
+            at_seq = surface[-1] if surface else 0
         return self.session.append_log(
             "usage/report",
             {"promptTokens": prompt_tokens, "completionTokens": completion_tokens, "atSeq": at_seq},
@@ -242,6 +247,8 @@ class Dashr:
         """Run the pressure check (may compact), then derive the next request's messages."""
         self.engine.before_request()
         self._inject_pointers()
+        surface = self.session.surface
+        self._request_at_seq = surface[-1] if surface else None
         return self.session.messages()
 
     def compact(

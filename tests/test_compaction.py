@@ -434,3 +434,18 @@ def test_checkpoint_preview_prefers_current_work_then_the_first_content_line() -
         "Fix the retry tests"
     )
     assert summary_preview("") == ""
+
+
+def test_usage_is_anchored_on_the_last_request_not_on_the_reply(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=90_000, retain_tokens=50_000)
+    d.record_openai({"role": "user", "content": "hello there"})
+    d.request_messages()
+    request_end = d.session.surface[-1]
+    (reply,) = [
+        e for e in d.record_openai({"role": "assistant", "content": "hi " * 50}) if e.is_surface
+    ]
+    usage = d.report_usage(prompt_tokens=1234, completion_tokens=51)
+    assert usage.data == {"promptTokens": 1234, "completionTokens": 51, "atSeq": request_end}
+    measured = d.measure()
+    assert measured.anchored
+    assert measured.total == 1234 + dict(measured.nodes)[reply.seq]  # the reply counted once
