@@ -16,11 +16,15 @@ Plain text layout::
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Report"]
+if TYPE_CHECKING:
+    from .dashr import Dashr
+
+__all__ = ["Report", "compact_report", "dry_run_report", "status_report"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +80,120 @@ class Report:
         out.extend(f"<p><em>note:</em> {esc(note)}</p>" for note in self.notes)
         out.append("</div>")
         return "".join(out)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _size(n_bytes: int) -> str:
+    if n_bytes < 1024:
+        return f"{n_bytes} bytes"
+    if n_bytes < 1024 * 1024:
+        return f"{n_bytes / 1024:.1f} KiB"
+    return f"{n_bytes / (1024 * 1024):.1f} MiB"
+
+
+def _seq_span(seqs: Sequence[int]) -> str:
+    return f"seqs {min(seqs)}-{max(seqs)}" if seqs else "no seqs"
+
+
+def status_report(c: Dashr) -> Report:
+    """``%dashr status``: where the session is, how full the request is, what was compacted."""
+    s = c.session
+    cfg = c.config
+    measured = c.measure()
+    trigger = cfg.trigger_tokens
+    cps = c.checkpoints()
+    current = [cp.id for cp in cps if cp.superseded_by is None]
+    archive_bytes = len(json.dumps(c.archive, ensure_ascii=False, default=str).encode("utf-8"))
+    anchored = " (anchored on the provider's usage report)" if measured.anchored else ""
+    rows: list[tuple[str, object]] = [
+        ("session file", s.path or "(in memory)"),
+        ("events", f"{len(s)} (seqs 0-{len(s) - 1}), {len(s.turns)} turns"),
+        ("surface", f"{len(s.surface)} nodes"),
+        (
+            "request tokens",
+            f"~{measured.total} of {trigger} ({100 * measured.total // max(trigger, 1)}% of "
+            f"the trigger){anchored}",
+        ),
+        ("trigger", f"compacts above {trigger} tokens"),
+        (
+            "recency window",
+            f"{cfg.recency_window_tokens} tokens"
+            if cfg.recency_window_tokens is not None
+            else "off",
+        ),
+        (
+            "threshold",
+            f"{cfg.threshold_tokens} tokens ({cfg.threshold_ratio} × {cfg.context_window_tokens})",
+        ),
+        ("retain", f"{cfg.retain_budget} tokens kept verbatim by a pass"),
+        (
+            "engine",
+            f"{cfg.engine} (auto {'on' if cfg.auto else 'off'}), summarizer "
+            f"{c.summarizer.kind}" + (f" ({c.summarizer.model})" if c.summarizer.model else ""),
+        ),
+        (
+            "checkpoints",
+            f"{len(cps)}" + (f" (current: {', '.join(current)})" if current else ""),
+        ),
+        ("archive", f"{len(c.archive)} entries, ~{_size(archive_bytes)}"),
+    ]
+    return Report.of(f"dashr status — session {s.id}", rows, kind="status")
+
+
+def dry_run_report(c: Dashr) -> Report:
+    """``%compact --dry-run``: the range a manual pass would compact; commits nothing."""
+    s = c.session
+    measured = c.measure()
+    span = c.engine.select("manual")
+    if span is None:
+        return Report.of(
+            "dry run: nothing to compact",
+            [("request tokens", f"~{measured.total}"), ("retain", f"{c.config.retain_budget}")],
+            ("the surface already fits the retain budget; nothing was committed",),
+            kind="compact",
+        )
+    a, b = span
+    seqs = list(s.surface[a : b + 1])
+    tokens = sum(t for _seq, t in measured.nodes[a : b + 1])
+    kept = len(s.surface) - len(seqs)
+    return Report.of(
+        f"dry run: %compact would condense {len(seqs)} events",
+        [
+            ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
+            ("events", len(seqs)),
+            ("estimated tokens", f"~{tokens}"),
+            ("kept verbatim", f"{kept} nodes"),
+            ("request tokens now", f"~{measured.total}"),
+        ],
+        ("nothing was committed",),
+        kind="compact",
+    )
+
+
+def compact_report(c: Dashr) -> Report:
+    """``%compact``: run a manual pass and describe it."""
+    result = c.compact("manual")
+    if result is None:
+        return Report.of(
+            "nothing to compact",
+            [("request tokens", f"~{c.measure().total}")],
+            ("the surface already fits the retain budget",),
+            kind="compact",
+        )
+    archived = (
+        " / ".join(f"{name} ×{n}" for name, n in result.archived.items() if n)
+        if result.archived is not None
+        else "archiving failed (the log still has the originals)"
+    )
+    return Report.of(
+        f"compacted {len(result.shadowed_seqs)} events into checkpoint {result.checkpoint}",
+        [
+            ("range", _seq_span(result.shadowed_seqs)),
+            ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),
+            ("archive", f'dashr_compaction_archive["{result.checkpoint}"]: {archived or "empty"}'),
+            ("read back", f'history_read("{result.checkpoint}")'),
+        ],
+        kind="compact",
+    )

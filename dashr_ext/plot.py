@@ -120,6 +120,7 @@ def plot_pressure(dashr: Dashr, ax: Any = None) -> Any:
             f"plot_pressure needs matplotlib, which is not installed: {PLOT_EXTRA_HINT}"
         ) from exc
     series = pressure_series(dashr.session, dashr.meter, dashr.config)
+    new_figure = ax is None
     if ax is None:
         _fig, ax = plt.subplots(figsize=(9, 3.6))
     ax.step(series.seqs, series.tokens, where="post", color="tab:blue", label="request tokens")
@@ -149,5 +150,7 @@ def plot_pressure(dashr: Dashr, ax: Any = None) -> Any:
     ax.set_ylabel("tokens")
     ax.set_title(f"Context pressure: session {dashr.session.id}")
     ax.set_ylim(bottom=0, top=max(series.peak_tokens, series.trigger_tokens) * 1.12)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    if new_figure:
+        ax.figure.tight_layout()
     return ax
