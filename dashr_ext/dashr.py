@@ -59,7 +59,7 @@ class Dashr:
         self._config = config or CompactionConfig()
         self._recall_config = recall or RecallConfig()
         self.meter = meter or TokenMeter()
-        self.summarizer = make_summarizer(summarizer)
+        self._summarizer = make_summarizer(summarizer)
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
         rebuild_archive(session, self._config, self.archive)
@@ -201,6 +201,18 @@ class Dashr:
             raise ConfigError("recall", "a RecallConfig", value)
         self._recall_config = value
         self.recall.config = value
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self._summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: str | Summarizer) -> None:
+        """Swap the summarizer (a name or an object); later passes use it."""
+        from .summarizers.base import make_summarizer
+
+        self._summarizer = make_summarizer(value)
+        self.engine = self._make_engine()
 
     def configure(self, **changes: Any) -> CompactionConfig:
         """Change compaction settings live, validated as a whole; returns the new config."""

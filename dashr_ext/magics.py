@@ -333,7 +333,6 @@ class Dashr(Magics):
             return
         old = controller.summarizer
         controller.summarizer = self.make_summarizer()
-        controller.config = controller.config  # rebuilds the engine around the new summarizer
         _close(old)
 
     # ------------------------------------------------------------------ the controller

@@ -288,7 +288,8 @@ def test_a_second_pass_while_one_runs_is_refused(tmp_path: Path, clock: Any) -> 
                 seen.append(exc)
             return super().summarize(request)
 
-    d.summarizer = d.engine.summarizer = Reentrant()
+    d.summarizer = Reentrant()
+    assert d.engine.summarizer is d.summarizer
     assert d.compact() is not None
     assert len(seen) == 1 and "still running" in str(seen[0])
 
