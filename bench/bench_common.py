@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
-def machine_notes() -> str:
-    """One line: date, cores, CPU model, Python, load average."""
+def machine_note_list(load_label: str | None = "load average") -> list[str]:
+    """``"key: value"`` notes: date, cores, CPU model, Python and the load average.
+
+    The load average is listed under ``load_label``, or left out when it is None.
+    """
     cpu = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -20,12 +24,25 @@ def machine_notes() -> str:
                 break
     except OSError:
         pass
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (
-        f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; nproc: {os.cpu_count()}; cpu: {cpu}; "
-        f"python: {platform.python_version()} ({platform.system()} {platform.release()}); "
-        f"load average: {load}"
-    )
+    notes = [
+        f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"nproc: {os.cpu_count()}",
+        f"cpu: {cpu}",
+        f"python: {platform.python_version()} ({platform.system()} {platform.release()})",
+    ]
+    if load_label is not None:
+        notes.append(f"{load_label}: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return notes
+
+
+def join_notes(notes: Iterable[str]) -> str:
+    """The notes on one line, separated by semicolons."""
+    return "; ".join(notes)
+
+
+def machine_notes() -> str:
+    """One line: date, cores, CPU model, Python, load average."""
+    return join_notes(machine_note_list())
 
 
 def record_section(heading: str, body: str) -> None:

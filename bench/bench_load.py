@@ -21,17 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "RESULTS.md"
+sys.path.insert(0, str(ROOT))
+
+from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
+
 SECTION = "## Extension load (bench/bench_load.py)"
 TARGET_MS = 300.0
 HEAVY = ("tiktoken", "httpx", "dill", "matplotlib")
@@ -110,28 +111,9 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.0f} ms (min {min(values):.0f}, max {max(values):.0f})"
 
 
-def machine_notes() -> list[str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return [
-        f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"nproc: {os.cpu_count()}",
-        f"cpu: {cpu}",
-        f"python: {platform.python_version()} ({platform.system()} {platform.release()})",
-    ]
-
-
 def record(rows: list[tuple[str, str]], checks: list[str], reps: int) -> None:
     body = [
-        SECTION,
-        "",
-        "Machine: " + "; ".join(machine_notes()) + ".",
+        "Machine: " + join_notes(machine_note_list(load_label=None)) + ".",
         f"Each figure is the median of {reps} fresh processes (min-max in brackets).",
         "",
         *(f"* {check}" for check in checks),
@@ -139,17 +121,8 @@ def record(rows: list[tuple[str, str]], checks: list[str], reps: int) -> None:
         "| measurement | result |",
         "| --- | --- |",
         *(f"| {name} | {value} |" for name, value in rows),
-        "",
     ]
-    text_now = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    start = text_now.find(SECTION)
-    if start == -1:
-        updated = text_now.rstrip("\n") + "\n\n" + "\n".join(body)
-    else:
-        end = text_now.find("\n## ", start + len(SECTION))
-        tail = "" if end == -1 else text_now[end + 1 :]
-        updated = text_now[:start] + "\n".join(body) + ("\n" + tail if tail else "")
-    RESULTS.write_text(updated, encoding="utf-8")
+    record_section(SECTION, "\n".join(body))
 
 
 def main() -> None:
@@ -182,8 +155,10 @@ def main() -> None:
     ]
     if kernel_ms:
         rows.append(
-            (f"%load_ext dashr_ext inside a fresh Jupyter kernel ({len(kernel_ms)} kernels)",
-             spread(kernel_ms))
+            (
+                f"%load_ext dashr_ext inside a fresh Jupyter kernel ({len(kernel_ms)} kernels)",
+                spread(kernel_ms),
+            )
         )
     met = statistics.median(load) < TARGET_MS and not {"tiktoken", "httpx"} & set(heavy)
     checks = [

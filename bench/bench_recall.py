@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr, RecallConfig  # noqa: E402
 from dashr_ext.events import Event, Replace  # noqa: E402
@@ -40,7 +39,6 @@ from dashr_ext.recall import Recall, event_body, normalize  # noqa: E402
 from dashr_ext.session import EventSpec, Session  # noqa: E402
 
 CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Recall (bench/bench_recall.py)"
 TARGETS: list[str] = []
 """One line per SPEC 13 target, filled in as the measurements come in."""
@@ -349,28 +347,9 @@ def bench_reads(small: int, large: int, repeat: int) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- report
 
 
-def machine_notes() -> list[str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return [
-        f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"nproc: {os.cpu_count()}",
-        f"cpu: {cpu}",
-        f"python: {platform.python_version()} ({platform.system()} {platform.release()})",
-    ]
-
-
 def record(rows: list[tuple[str, str]], notes: list[str], seconds: float) -> None:
     body = [
-        SECTION,
-        "",
-        "Machine: " + "; ".join(notes) + f"; whole run {seconds:.0f} s.",
+        "Machine: " + join_notes(notes) + f"; whole run {seconds:.0f} s.",
         "Warm figures are medians of repeated calls in one process; MB are millions of "
         "characters of message text (the event bodies history_read shows).",
         "",
@@ -379,17 +358,8 @@ def record(rows: list[tuple[str, str]], notes: list[str], seconds: float) -> Non
         "| measurement | result |",
         "| --- | --- |",
         *(f"| {name} | {value} |" for name, value in rows),
-        "",
     ]
-    text_now = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    start = text_now.find(SECTION)
-    if start == -1:
-        updated = text_now.rstrip("\n") + "\n\n" + "\n".join(body)
-    else:
-        end = text_now.find("\n## ", start + len(SECTION))
-        tail = "" if end == -1 else text_now[end + 1 :]
-        updated = text_now[:start] + "\n".join(body) + ("\n" + tail if tail else "")
-    RESULTS.write_text(updated, encoding="utf-8")
+    record_section(SECTION, "\n".join(body))
 
 
 def main() -> None:
@@ -440,7 +410,7 @@ def main() -> None:
     print("page reads ...")
     rows += bench_reads(args.small_events, args.events, args.repeat * 10)
 
-    notes = machine_notes()
+    notes = machine_note_list(load_label=None)
     seconds = time.perf_counter() - began
     width = max(len(name) for name, _ in rows)
     print()

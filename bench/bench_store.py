@@ -20,19 +20,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
 
 from dashr_ext.events import Event  # noqa: E402
 from dashr_ext.store import Durability, Store  # noqa: E402
@@ -45,7 +45,6 @@ except ImportError:  # the session layer is optional for this benchmark
 CORPUS_FILE = (
     ROOT / ".." / "shared" / "corpus" / "swe-gemini" / "psf__requests-1142.json"
 ).resolve()
-RESULTS = ROOT / "bench" / "RESULTS.md"
 MEASURED: dict[str, float] = {}  # figures the target checks read
 SECTION = "## Store (bench/bench_store.py)"
 
@@ -348,24 +347,6 @@ def corpus_log(tmp: Path) -> tuple[Path, str] | None:
 # --------------------------------------------------------------------------- report
 
 
-def machine_notes() -> list[str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return [
-        f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        f"nproc: {os.cpu_count()}",
-        f"cpu: {cpu}",
-        f"python: {platform.python_version()} ({platform.system()} {platform.release()})",
-        f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-    ]
-
-
 def target_checks(load_label: str) -> list[str]:
     """One line per SPEC target: the figure, the target, met or missed."""
     checks: list[str] = []
@@ -383,9 +364,7 @@ def target_checks(load_label: str) -> list[str]:
 
 def record(rows: list[tuple[str, str]], notes: list[str], checks: list[str], tmp_fs: str) -> None:
     body = [
-        SECTION,
-        "",
-        "Machine: " + "; ".join(notes) + f"; temp dir filesystem: {tmp_fs}.",
+        "Machine: " + join_notes(notes) + f"; temp dir filesystem: {tmp_fs}.",
         "Times are the best of the timed runs (median in brackets).",
         "",
         *(f"* {check}" for check in checks),
@@ -393,17 +372,8 @@ def record(rows: list[tuple[str, str]], notes: list[str], checks: list[str], tmp
         "| measurement | result |",
         "| --- | --- |",
         *(f"| {name} | {value} |" for name, value in rows),
-        "",
     ]
-    text_now = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    start = text_now.find(SECTION)
-    if start == -1:
-        updated = text_now.rstrip("\n") + "\n\n" + "\n".join(body)
-    else:
-        end = text_now.find("\n## ", start + len(SECTION))
-        tail = "" if end == -1 else text_now[end + 1 :]
-        updated = text_now[:start] + "\n".join(body) + ("\n" + tail if tail else "")
-    RESULTS.write_text(updated, encoding="utf-8")
+    record_section(SECTION, "\n".join(body))
 
 
 def filesystem_of(path: Path) -> str:
@@ -448,7 +418,7 @@ def main() -> None:
             print(f"  corpus: {CORPUS_FILE.name}, {how}")
             rows += bench_load(corpus_path, CORPUS_FILE.stem, args.repeat * 4)
 
-    notes = machine_notes()
+    notes = machine_note_list(load_label="load average at the end")
     width = max(len(name) for name, _ in rows)
     print()
     for note in notes:
