@@ -111,18 +111,7 @@ class Dashr:
             in_memory=in_memory,
             clock=clock,
         )
-        try:
-            return cls(
-                session,
-                config=config,
-                recall=recall,
-                summarizer=summarizer,
-                meter=meter,
-                clock=clock,
-            )
-        except BaseException:
-            session.close()
-            raise
+        return cls._around(session, config, recall, summarizer, meter, clock)
 
     @classmethod
     def open(
@@ -146,6 +135,23 @@ class Dashr:
         try:
             if not read_only:
                 _close_orphan_passes(session)
+        except BaseException:
+            session.close()
+            raise
+        return cls._around(session, config, recall, summarizer, meter, clock)
+
+    @classmethod
+    def _around(
+        cls,
+        session: Session,
+        config: CompactionConfig | None,
+        recall: RecallConfig | None,
+        summarizer: str | Summarizer,
+        meter: TokenMeter | None,
+        clock: Callable[[], int],
+    ) -> Dashr:
+        """A controller around an open session; the session is closed if that fails."""
+        try:
             return cls(
                 session,
                 config=config,
