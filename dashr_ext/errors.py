@@ -16,18 +16,26 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── CompactionError                     a compaction pass cannot start or commit
     │   ├── CompactionInProgressError       a pass is already running for this session
     │   └── SummarizerError                 the summarizer failed (timeout, HTTP error, bad output)
+    │       └── SummarizerEndpointError     ... because its endpoint failed (also an EndpointError)
+    ├── EndpointError                       an OpenAI-compatible endpoint failed or said no
     ├── PromptError (ValueError)            a prompt template is missing or malformed
-    └── RecallError (ValueError)            a history_* call has bad arguments
+    ├── RecallError (ValueError)            a history_* call has bad arguments
+    └── AgentError                          the agent loop was misused (a turn already runs)
+
+An agent that wants to react to its model's endpoint catches :class:`EndpointError` and looks
+at ``context_length`` (the provider said the request is too long) and ``status_code``.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AgentError",
     "CompactionError",
     "CompactionInProgressError",
     "ConfigError",
     "CorruptLogError",
     "DashrError",
+    "EndpointError",
     "EventError",
     "FormatError",
     "PromptError",
@@ -35,6 +43,7 @@ __all__ = [
     "RecallError",
     "SessionLockedError",
     "StoreError",
+    "SummarizerEndpointError",
     "SummarizerError",
     "SurfaceError",
 ]
@@ -114,9 +123,41 @@ class SummarizerError(CompactionError):
     """The summarizer failed: timeout, HTTP error, malformed or empty output."""
 
 
+class EndpointError(DashrError):
+    """An OpenAI-compatible ``/chat/completions`` endpoint failed or refused a request.
+
+    Raised after the retries are spent (connect errors, timeouts, 408/409/429, 5xx) or at once
+    (other 4xx, a body that is not a JSON object). The message never contains the API key.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        attempts: int = 1,
+        context_length: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        """The last HTTP status, or None when no response arrived (timeout, connect error)."""
+        self.attempts = attempts
+        """How many times the request was sent."""
+        self.context_length = context_length
+        """True when the provider said the request exceeds the model's context window."""
+
+
+class SummarizerEndpointError(SummarizerError, EndpointError):
+    """The ``llm`` summarizer's endpoint failed: catchable as either parent."""
+
+
 class PromptError(DashrError, ValueError):
     """A prompt template is missing, or rendering it met unknown or leftover syntax."""
 
 
 class RecallError(DashrError, ValueError):
     """A history_outline / history_read / history_search call has bad arguments."""
+
+
+class AgentError(DashrError):
+    """The agent loop was misused: a turn is already running, or the user message is empty."""

@@ -10,7 +10,13 @@ from typing import Any
 import httpx
 import pytest
 from corpus_events import assistant, tool, user
-from scripted_server import (
+
+from dashr_ext.errors import ConfigError, SummarizerError
+from dashr_ext.prompts import render
+from dashr_ext.summarizers import make_summarizer
+from dashr_ext.summarizers.base import SummaryRequest
+from dashr_ext.summarizers.llm import EndpointError, LLMSummarizer
+from dashr_ext.testing import (
     RecordedRequest,
     Reply,
     ScriptedServer,
@@ -22,12 +28,6 @@ from scripted_server import (
     server_error,
     slow,
 )
-
-from dashr_ext.errors import ConfigError, SummarizerError
-from dashr_ext.prompts import render
-from dashr_ext.summarizers import make_summarizer
-from dashr_ext.summarizers.base import SummaryRequest
-from dashr_ext.summarizers.llm import EndpointError, LLMSummarizer
 
 KEY = "sk-test-9f8e7d6c5b4a-SECRET"
 SUMMARY = "## Primary Request and Intent\n- Fix the retry budget in `src/retry.py`"

@@ -1,7 +1,8 @@
 """Summaries written by a model behind any OpenAI-compatible ``/chat/completions`` API.
 
 :class:`LLMSummarizer` works with DeepSeek, OpenAI, vLLM, Ollama, a LiteLLM proxy
-or anything else that speaks ``POST {base_url}/chat/completions``.
+or anything else that speaks ``POST {base_url}/chat/completions``; the HTTP side
+(retries, backoff, ``Retry-After``, key handling) is :class:`~dashr_ext.client.ChatClient`.
 
 **Prompt-cache reuse.** The request replays ``request.prefix_messages`` (the
 conversation exactly as the model last saw it, system prompt first, plus the
@@ -18,7 +19,8 @@ exponential backoff and jitter (a ``Retry-After`` header is honoured, capped at
 ``retry_after_max`` seconds); other HTTP errors, malformed JSON, a missing
 ``choices[0].message.content``, an empty summary and a summary that is not
 smaller (in ``request.count_tokens`` tokens) than the span it condenses fail at
-once.
+once. Endpoint failures are :class:`~dashr_ext.errors.SummarizerEndpointError`,
+which is also an :class:`~dashr_ext.errors.EndpointError`.
 
 **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else
 ``DEEPSEEK_API_KEY``, else ``OPENAI_API_KEY``; none is fine for keyless local
@@ -32,21 +34,22 @@ compaction traffic from the agent's own calls.
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
-import json
-import os
 import random
 import re
-import threading
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ..errors import ConfigError, DashrError, SummarizerError
+from ..client import API_KEY_ENV, DEFAULT_TIMEOUT, ChatClient
+from ..errors import (
+    ConfigError,
+    DashrError,
+    EndpointError,
+    SummarizerEndpointError,
+    SummarizerError,
+)
 from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ..prompts import render
 from .base import SummaryRequest, SummaryResult, is_checkpoint, span_text
@@ -58,68 +61,13 @@ __all__ = [
     "LLMSummarizer",
 ]
 
-API_KEY_ENV: tuple[str, ...] = ("DASHR_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
-"""Environment variables searched, in order, for the API key."""
-BASE_URL_ENV = "DASHR_BASE_URL"
-MODEL_ENV = "DASHR_MODEL"
+PURPOSE = "compaction"
+"""The ``X-Dashr-Purpose`` header value of every summarize request."""
 
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
-"""Seconds: connect 10, read 120 (a long summary is slow), write 30, pool 10."""
-
-PURPOSE_HEADER = "X-Dashr-Purpose"
-_RETRY_STATUS = frozenset({408, 409, 429})
-_CONTEXT_LENGTH = re.compile(
-    r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long|"
-    r"input is too long|reduce the length|exceeds? the (?:model|maximum)",
-    re.I,
-)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.S)
 _WRAPPER = re.compile(r"^<compacted-summary>\s*(.*?)\s*</compacted-summary>$", re.S)
 _FALLBACK_MESSAGE_CHARS = 2000
-
-
-class EndpointError(SummarizerError):
-    """The endpoint failed. ``status_code`` is the last HTTP status (None: no response)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status_code: int | None = None,
-        attempts: int = 1,
-        context_length: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.attempts = attempts
-        self.context_length = context_length
-        """True when the provider said the request exceeds the model's context window."""
-
-
-class _Secret:
-    """Holds the API key; its repr never shows it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str | None) -> None:
-        self._value = value
-
-    def __repr__(self) -> str:
-        return "<secret>" if self._value else "<none>"
-
-    def get(self) -> str | None:
-        return self._value
-
-
-class _Retry(Exception):
-    """One attempt failed in a way worth retrying."""
-
-    def __init__(self, reason: str, delay: float | None, status: int | None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.delay = delay
-        self.status = status
 
 
 class LLMSummarizer:
@@ -128,9 +76,10 @@ class LLMSummarizer:
     ``base_url`` (else ``DASHR_BASE_URL``) is the API root, e.g.
     ``https://api.deepseek.com/v1`` or ``http://localhost:11434/v1``; ``model``
     (else ``DASHR_MODEL``) the model name. ``max_tokens`` caps the completion
-    (default: the request's ``max_summary_tokens``). ``transport`` /
-    ``async_transport`` replace httpx's network transport (tests, proxies);
-    ``sleep`` / ``asleep`` replace the backoff sleeps and ``rng`` the jitter.
+    (default: the request's ``max_summary_tokens``). The connection options
+    (``timeout``, retries and backoff, ``headers``, ``transport`` /
+    ``async_transport``, ``sleep`` / ``asleep``, ``rng``) are those of
+    :class:`~dashr_ext.client.ChatClient`; pass ``client=`` to share one instead.
     One long-lived ``httpx.Client`` (and, on first async use, one
     ``httpx.AsyncClient``) serves every call; :meth:`close` releases them.
     """
@@ -158,98 +107,68 @@ class LLMSummarizer:
         sleep: Callable[[float], None] | None = None,
         asleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
+        client: ChatClient | None = None,
     ) -> None:
-        base_url = base_url if base_url is not None else os.environ.get(BASE_URL_ENV)
-        model = model if model is not None else os.environ.get(MODEL_ENV)
-        if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
-            raise ConfigError(
-                "LLMSummarizer.base_url",
-                "an http(s) API root such as 'https://api.deepseek.com/v1' "
-                f"(or env {BASE_URL_ENV})",
-                base_url,
-            )
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                "LLMSummarizer.model",
-                f"a model name such as 'deepseek-chat' (or env {MODEL_ENV})",
-                model,
-            )
-        _check_number("max_retries", max_retries, 0, integer=True)
-        for name, value in (
-            ("backoff_base", backoff_base),
-            ("backoff_max", backoff_max),
-            ("retry_after_max", retry_after_max),
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
-            _check_number(name, value, 0.0)
-        if max_tokens is not None:
-            _check_number("max_tokens", max_tokens, 1, integer=True)
-        if isinstance(timeout, int | float) and not isinstance(timeout, bool):
-            _check_number("timeout", timeout, 0.001)
-            timeout = httpx.Timeout(float(timeout))
-        elif not isinstance(timeout, httpx.Timeout):
-            raise ConfigError("LLMSummarizer.timeout", "seconds (> 0) or an httpx.Timeout", timeout)
-        if api_key is None:
-            api_key = next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None)
-        if api_key is not None and not isinstance(api_key, str):
-            raise ConfigError("LLMSummarizer.api_key", "a string or None", type(api_key).__name__)
-        from .. import __version__
-
-        self._key = _Secret(api_key or None)
-        self._user_agent = f"dashr_ext/{__version__}"
-        self.base_url = base_url.rstrip("/")
-        self.url = self.base_url + "/chat/completions"
-        self.model: str | None = model.strip()
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff_base = float(backoff_base)
-        self.backoff_max = float(backoff_max)
-        self.retry_after_max = float(retry_after_max)
+            raise ConfigError("LLMSummarizer.max_tokens", "an integer >= 1", max_tokens)
+        if client is None:
+            try:
+                client = ChatClient(
+                    base_url,
+                    model,
+                    api_key,
+                    timeout=timeout,
+                    max_retries=max_retries,
+                    backoff_base=backoff_base,
+                    backoff_max=backoff_max,
+                    retry_after_max=retry_after_max,
+                    headers=headers,
+                    label="llm summarizer",
+                    transport=transport,
+                    async_transport=async_transport,
+                    sleep=sleep,
+                    asleep=asleep,
+                    rng=rng,
+                )
+            except ConfigError as exc:
+                name = exc.field.removeprefix("ChatClient.")
+                raise ConfigError(f"LLMSummarizer.{name}", exc.accepted, exc.received) from None
+        elif not isinstance(client, ChatClient):
+            raise ConfigError("LLMSummarizer.client", "a ChatClient or None", client)
+        self._chat = client
+        self.base_url = client.base_url
+        self.url = client.url
+        self.model: str | None = client.model
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.extra_headers = dict(headers or {})
         self.extra_body = dict(extra_body or {})
         self.prompts_dir = prompts_dir
-        self._transport = transport
-        self._async_transport = async_transport
-        self._sleep = sleep if sleep is not None else time.sleep
-        self._asleep = asleep
-        self._custom_sleep = sleep is not None
-        self._rng = rng if rng is not None else random.Random()
-        self._lock = threading.Lock()
-        self._client: httpx.Client | None = None
-        self._aclient: httpx.AsyncClient | None = None
-        self._aclient_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
-        key = "set" if self._key.get() else "none"
+        key = "set" if self._chat.has_key else "none"
         return (
             f"LLMSummarizer(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>, "
-            f"max_retries={self.max_retries})"
+            f"max_retries={self._chat.max_retries})"
         )
 
     __str__ = __repr__
+
+    @property
+    def client(self) -> ChatClient:
+        """The endpoint client (shared HTTP connections, retries, key handling)."""
+        return self._chat
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
         """Close the HTTP client(s). The summarizer can still be used: they reopen on demand."""
-        with self._lock:
-            client, self._client = self._client, None
-            aclient, self._aclient = self._aclient, None
-        if client is not None:
-            client.close()
-        if aclient is not None:
-            loop = self._aclient_loop
-            self._aclient_loop = None
-            if loop is not None and not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(aclient.aclose())
+        self._chat.close()
 
     async def aclose(self) -> None:
         """Close the clients from async code."""
-        aclient, self._aclient = self._aclient, None
-        if aclient is not None:
-            await aclient.aclose()
-        self.close()
+        await self._chat.aclose()
 
     def __enter__(self) -> LLMSummarizer:
         return self
@@ -258,21 +177,11 @@ class LLMSummarizer:
         self.close()
 
     def _sync_client(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(
-                    timeout=self.timeout, transport=self._transport, follow_redirects=False
-                )
-            return self._client
+        return self._chat.http_client()
 
-    def _async_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient_loop is not loop:
-            self._aclient = httpx.AsyncClient(
-                timeout=self.timeout, transport=self._async_transport, follow_redirects=False
-            )
-            self._aclient_loop = loop
-        return self._aclient
+    @property
+    def _client(self) -> httpx.Client | None:
+        return self._chat.http_client() if self._chat.is_open else None
 
     # ------------------------------------------------------------------ summarize
 
@@ -340,122 +249,22 @@ class LLMSummarizer:
         body.update(self.extra_body)
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": self._user_agent,
-            **self.extra_headers,
-            PURPOSE_HEADER: "compaction",
-        }
-        key = self._key.get()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
-
     # ------------------------------------------------------------------ transport
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        client = self._sync_client()
-        attempts = self.max_retries + 1
-        last: _Retry | None = None
-        for attempt in range(attempts):
-            try:
-                response = client.post(self.url, content=payload, headers=self._headers())
-                return self._handle(response, attempt + 1)
-            except _Retry as retry:
-                last = retry
-            except httpx.TimeoutException as exc:
-                last = _Retry(_describe_timeout(exc, self.timeout), None, None)
-            except httpx.TransportError as exc:
-                last = _Retry(f"connection failed ({type(exc).__name__}: {exc})", None, None)
-            if attempt + 1 < attempts:
-                self._sleep(self._delay(attempt, last.delay))
-        raise self._exhausted(last, attempts)
+        try:
+            return self._chat.complete(body, purpose=PURPOSE)
+        except EndpointError as exc:
+            raise _as_summarizer_error(exc) from None
 
     async def _apost(self, body: dict[str, Any]) -> dict[str, Any]:
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        client = self._async_client()
-        attempts = self.max_retries + 1
-        last: _Retry | None = None
-        for attempt in range(attempts):
-            try:
-                response = await client.post(self.url, content=payload, headers=self._headers())
-                return self._handle(response, attempt + 1)
-            except _Retry as retry:
-                last = retry
-            except httpx.TimeoutException as exc:
-                last = _Retry(_describe_timeout(exc, self.timeout), None, None)
-            except httpx.TransportError as exc:
-                last = _Retry(f"connection failed ({type(exc).__name__}: {exc})", None, None)
-            if attempt + 1 < attempts:
-                delay = self._delay(attempt, last.delay)
-                if self._asleep is not None:
-                    await self._asleep(delay)
-                elif self._custom_sleep:
-                    self._sleep(delay)
-                else:
-                    await asyncio.sleep(delay)
-        raise self._exhausted(last, attempts)
-
-    def _handle(self, response: httpx.Response, attempt: int) -> dict[str, Any]:
-        status = response.status_code
-        if 200 <= status < 300:
-            try:
-                data = json.loads(response.content)
-            except ValueError as exc:
-                raise EndpointError(
-                    self._redact(
-                        f"llm summarizer: {self.url} answered HTTP {status} with a body that is "
-                        f"not JSON ({exc}): {_snippet(response.text)}"
-                    ),
-                    status_code=status,
-                    attempts=attempt,
-                ) from None
-            if not isinstance(data, dict):
-                raise EndpointError(
-                    f"llm summarizer: {self.url} answered with JSON {type(data).__name__}, "
-                    "expected an object with 'choices'",
-                    status_code=status,
-                    attempts=attempt,
-                )
-            return data
-        detail = self._redact(_error_detail(response))
-        if status in _RETRY_STATUS or status >= 500:
-            return_delay = _retry_after(response.headers.get("Retry-After"))
-            raise _Retry(f"HTTP {status}: {detail}", return_delay, status)
-        context_length = status in (400, 413, 422) and bool(_CONTEXT_LENGTH.search(detail))
-        what = "the request exceeds the model's context window" if context_length else "rejected"
-        raise EndpointError(
-            f"llm summarizer: {self.url} {what} (HTTP {status}): {detail}",
-            status_code=status,
-            attempts=attempt,
-            context_length=context_length,
-        )
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.retry_after_max)
-        ceiling = min(self.backoff_max, self.backoff_base * (2.0**attempt))
-        return ceiling * (0.5 + 0.5 * self._rng.random())
-
-    def _exhausted(self, last: _Retry | None, attempts: int) -> EndpointError:
-        reason = last.reason if last is not None else "no attempt was made"
-        return EndpointError(
-            self._redact(
-                f"llm summarizer: {self.url} failed after {attempts} attempt"
-                f"{'s' if attempts != 1 else ''}: {reason}"
-            ),
-            status_code=last.status if last is not None else None,
-            attempts=attempts,
-        )
+        try:
+            return await self._chat.acomplete(body, purpose=PURPOSE)
+        except EndpointError as exc:
+            raise _as_summarizer_error(exc) from None
 
     def _redact(self, text: str) -> str:
-        key = self._key.get()
-        if key and len(key) >= 4:
-            text = text.replace(key, "***")
-        return text
+        return self._chat.redact(text)
 
     # ------------------------------------------------------------------ response
 
@@ -498,60 +307,13 @@ class LLMSummarizer:
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_number(name: str, value: object, low: float, *, integer: bool = False) -> None:
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < low:  # type: ignore[operator]
-        accepted = f"{'an integer' if integer else 'a number'} >= {low}"
-        raise ConfigError(f"LLMSummarizer.{name}", accepted, value)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(float(when.timestamp()) - time.time(), 0.0)
-
-
-def _describe_timeout(exc: httpx.TimeoutException, timeout: httpx.Timeout) -> str:
-    phase = {
-        httpx.ConnectTimeout: ("connect", timeout.connect),
-        httpx.ReadTimeout: ("read", timeout.read),
-        httpx.WriteTimeout: ("write", timeout.write),
-        httpx.PoolTimeout: ("pool", timeout.pool),
-    }.get(type(exc))
-    if phase is None:
-        return f"timed out ({type(exc).__name__})"
-    return f"{phase[0]} timeout after {phase[1]} s ({type(exc).__name__})"
-
-
-def _snippet(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + f"… [+{len(text) - limit} chars]"
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        return _snippet(response.text) or response.reason_phrase
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, dict):
-            parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k)]
-            if parts:
-                return _snippet(" | ".join(dict.fromkeys(parts)))
-        elif isinstance(error, str):
-            return _snippet(error)
-    return _snippet(response.text)
+def _as_summarizer_error(exc: EndpointError) -> SummarizerEndpointError:
+    return SummarizerEndpointError(
+        str(exc),
+        status_code=exc.status_code,
+        attempts=exc.attempts,
+        context_length=exc.context_length,
+    )
 
 
 def _clean(text: str) -> str:

@@ -1,0 +1,826 @@
+"""The notebook agent: a small tool-using loop whose code tool runs cells in this kernel.
+
+:class:`Agent` talks to any OpenAI-compatible ``/chat/completions`` endpoint through a
+:class:`~dashr_ext.client.ChatClient` and keeps its whole conversation in a
+:class:`~dashr_ext.Dashr` session::
+
+    from dashr_ext import CompactionConfig, Dashr
+    from dashr_ext.agent import Agent
+
+    d = Dashr.create(config=CompactionConfig(recency_window_tokens=60_000, retain_tokens=8_000))
+    agent = Agent(d, base_url="https://api.deepseek.com/v1", model="deepseek-chat",
+                  shell=get_ipython(), on_event=lambda step: print(step.line()))
+    print(agent.run_turn("Load data.csv and tell me which column has missing values."))
+
+One turn (:meth:`Agent.run_turn`) is: ``begin_turn``, the user message, then steps until the
+model answers without a tool call (reason ``completed``) or ``max_steps`` steps ran (reason
+``max-steps``). One step is ``begin_step``; ``dashr.request_messages()`` (the pressure
+check, which may compact, plus the post-compaction pointer); the request; the provider's
+``usage`` reported with ``dashr.report_usage``; the assistant message; one result per tool
+call; ``end_step``. Every message goes through the session, with explicit markers.
+
+**Tools.** ``run_cell`` executes Python code (see :func:`run_cell`): with an IPython
+``shell`` through ``shell.run_cell(code, store_history=False)``, so variables persist in the
+kernel and magics work; without one, in :attr:`Agent.namespace`, a plain ``dict``, through
+``exec``/``eval``. Its output (stdout, stderr, the last expression's value and ``display()``
+text, exception text) is cut to ``tool_output_max_chars`` around an explicit
+``… [output truncated: +N chars] …`` marker. The recall tools (``history_outline``,
+``history_read``, ``history_search``) are offered once the session has a checkpoint and run
+through ``dashr.call_tool``. The namespace the cells run in gets
+``dashr_compaction_archive`` and the ``history_*`` helpers of this session, so the
+instructions in checkpoint footers work as written.
+
+**Overflow.** When the provider answers that the request is too long
+(:attr:`EndpointError.context_length <dashr_ext.errors.EndpointError.context_length>`), the
+agent calls ``dashr.handle_overflow()`` and, when that reduced the context, sends the request
+again exactly once; otherwise, or when the retry fails too, the provider's
+:class:`~dashr_ext.errors.EndpointError` is raised.
+
+**Stopping.** Any exception, ``KeyboardInterrupt`` included, leaves a consistent log before it
+propagates: each tool call still without a result gets one saying it was interrupted, and
+the turn ends with reason ``interrupted`` (``KeyboardInterrupt``) or ``error``. A turn left
+open by a process that died is closed the same way when the next turn starts.
+
+IPython is imported only when a cell runs in a shell, so this module works in any process.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import itertools
+import json
+import linecache
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from .compaction.base import checkpoint_of
+from .errors import AgentError, ConfigError, EndpointError, RecallError
+from .prompts import render
+from .recall import TOOL_NAMES
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .client import ChatClient
+    from .dashr import Dashr
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_TOOL_OUTPUT_MAX_CHARS",
+    "RUN_CELL",
+    "Agent",
+    "AgentReply",
+    "CellOutput",
+    "StepReport",
+    "agent_cell",
+    "run_cell",
+    "run_cell_schema",
+    "truncate_output",
+]
+
+RUN_CELL = "run_cell"
+"""The name of the code tool."""
+PURPOSE = "agent"
+"""The ``X-Dashr-Purpose`` header of the agent's own requests."""
+DEFAULT_MAX_STEPS = 30
+DEFAULT_TOOL_OUTPUT_MAX_CHARS = 10_000
+NO_OUTPUT = "(no output)"
+INTERRUPTED_CELL = "[interrupted: KeyboardInterrupt stopped this cell]"
+ARCHIVE_NAMES = ("dashr_compaction_archive", "history_outline", "history_read", "history_search")
+"""The names bound in the namespace cells run in."""
+
+TurnEndReason = Literal["completed", "max-steps"]
+
+
+# --------------------------------------------------------------------------- run_cell
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """What one ``run_cell`` produced."""
+
+    stdout: str = ""
+    stderr: str = ""
+    results: tuple[str, ...] = ()
+    """Plain text of ``display()`` calls and of the last expression's value, in order."""
+    error: str | None = None
+    """The exception's text (traceback of the cell's own frames, then ``Type: message``)."""
+    interrupted: bool = False
+    """A ``KeyboardInterrupt`` stopped the cell."""
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None or self.interrupted
+
+    @property
+    def text(self) -> str:
+        """Everything the cell produced, in the order a notebook shows it."""
+        out = ""
+        pieces = [self.stdout, self.stderr, *self.results, self.error or ""]
+        if self.interrupted:
+            pieces.append(INTERRUPTED_CELL)
+        for piece in pieces:
+            if not piece:
+                continue
+            if out and not out.endswith("\n"):
+                out += "\n"
+            out += piece
+        return out or NO_OUTPUT
+
+
+def truncate_output(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars``: the head and the tail around an explicit marker.
+
+    The tail is kept because that is where errors and final results usually are.
+    """
+    if len(text) <= max_chars:
+        return text
+    head = max_chars * 2 // 3
+    tail = max_chars - head
+    omitted = len(text) - max_chars
+    return f"{text[:head]}\n… [output truncated: +{omitted} chars] …\n{text[len(text) - tail :]}"
+
+
+def run_cell(
+    code: str,
+    *,
+    shell: InteractiveShell | None = None,
+    namespace: dict[str, Any] | None = None,
+) -> CellOutput:
+    """Run ``code`` in an IPython ``shell``, or else in ``namespace``; capture what it produced.
+
+    With a shell: ``shell.run_cell(code, store_history=False)`` under
+    ``IPython.utils.capture.capture_output``, so stdout, stderr, ``display()`` output and the
+    last expression's value are captured instead of shown, and the shell does not display
+    tracebacks (the exception is reported in :attr:`CellOutput.error`). Without a shell:
+    ``exec`` of the cell, then ``eval`` of a trailing expression, in ``namespace`` (which
+    must then be given), with ``sys.stdout``/``sys.stderr`` redirected. A
+    ``KeyboardInterrupt`` in the cell is reported as :attr:`CellOutput.interrupted`.
+    """
+    if shell is not None:
+        return _run_in_shell(shell, code)
+    if namespace is None:
+        raise ConfigError("namespace", "a dict when no IPython shell is given", namespace)
+    return _run_in_namespace(code, namespace)
+
+
+def _run_in_shell(shell: InteractiveShell, code: str) -> CellOutput:
+    from IPython.utils.capture import capture_output
+
+    # The display trap first: nested inside it, run_cell leaves sys.displayhook alone, so the
+    # last expression's value reaches the capturing hook instead of the notebook.
+    with (
+        _quiet_tracebacks(shell),
+        shell.display_trap,
+        capture_output(stdout=True, stderr=True, display=False) as captured,
+        _capture_display(shell) as outputs,
+    ):
+        result = shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
+    texts = tuple(str(o["data"]["text/plain"]) for o in outputs if "text/plain" in o["data"])
+    exc = result.error_before_exec or result.error_in_exec
+    if isinstance(exc, KeyboardInterrupt):
+        return CellOutput(captured.stdout, captured.stderr, texts, None, interrupted=True)
+    error = _exception_text(exc) if exc is not None else None
+    return CellOutput(captured.stdout, captured.stderr, texts, error)
+
+
+@contextlib.contextmanager
+def _capture_display(shell: InteractiveShell) -> Iterator[list[dict[str, Any]]]:
+    """Collect ``display()`` output and expression values of ``shell`` instead of showing them.
+
+    What ``capture_output(display=True)`` does, but for the given shell rather than the
+    global instance.
+    """
+    from IPython.core.displayhook import CapturingDisplayHook
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    publisher = CapturingDisplayPublisher()  # type: ignore[no-untyped-call]
+    outputs: list[dict[str, Any]] = publisher.outputs
+    saved_publisher, shell.display_pub = shell.display_pub, publisher
+    hook = CapturingDisplayHook(shell, outputs)  # type: ignore[no-untyped-call]
+    saved_hook, sys.displayhook = sys.displayhook, hook
+    try:
+        yield outputs
+    finally:
+        shell.display_pub = saved_publisher
+        sys.displayhook = saved_hook
+
+
+@contextlib.contextmanager
+def _quiet_tracebacks(shell: InteractiveShell) -> Iterator[None]:
+    """Keep the shell from displaying the cell's traceback (the agent reports it instead).
+
+    ``_showtraceback`` is IPython's documented override point for where tracebacks go.
+    """
+    missing = object()
+    saved = shell.__dict__.get("_showtraceback", missing)
+    shell._showtraceback = lambda etype, evalue, stb: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if saved is missing:
+            del shell._showtraceback
+        else:
+            shell._showtraceback = saved  # type: ignore[method-assign]
+
+
+_cell_numbers = itertools.count(1)
+
+
+def _run_in_namespace(code: str, namespace: dict[str, Any]) -> CellOutput:
+    filename = f"<agent-cell-{next(_cell_numbers)}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    results: list[str] = []
+    error: str | None = None
+    interrupted = False
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            tree = ast.parse(code, filename, "exec")
+            last = tree.body[-1] if tree.body else None
+            if isinstance(last, ast.Expr):
+                tree.body.pop()
+            exec(compile(tree, filename, "exec"), namespace)
+            if isinstance(last, ast.Expr):
+                expression = ast.Expression(last.value)
+                value = eval(compile(expression, filename, "eval"), namespace)
+                if value is not None:
+                    results.append(repr(value))
+        except KeyboardInterrupt:
+            interrupted = True
+        except (Exception, SystemExit) as exc:
+            error = _exception_text(exc)
+    return CellOutput(stdout.getvalue(), stderr.getvalue(), tuple(results), error, interrupted)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """The traceback from the cell's own frames on (the runner's frame left out)."""
+    if isinstance(exc, SyntaxError):
+        return "".join(traceback.format_exception_only(exc)).rstrip("\n")
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
+
+
+def run_cell_schema(max_chars: int = DEFAULT_TOOL_OUTPUT_MAX_CHARS) -> dict[str, Any]:
+    """The OpenAI ``tools`` entry of ``run_cell``."""
+    return {
+        "type": "function",
+        "function": {
+            "name": RUN_CELL,
+            "description": (
+                "Execute Python code in this Jupyter kernel. Variables, imports and files "
+                "persist between calls. Returns stdout, stderr, the value of the last "
+                "expression and the text of any exception, cut to about "
+                f"{max_chars} characters. Originals of compacted context are in the kernel "
+                'variable dashr_compaction_archive, e.g. dashr_compaction_archive["c42"].'
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "The Python code of the cell."}
+                },
+                "required": ["code"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+# --------------------------------------------------------------------------- reports
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one step did; :meth:`line` is its one-line progress text."""
+
+    turn: int
+    step: int
+    tools: tuple[str, ...]
+    """Names of the tools called, in order (empty for the final answer)."""
+    tool_errors: tuple[bool, ...]
+    """For each tool call, whether its result is an error."""
+    tokens: int
+    """The measured size of the request that was answered (``dashr.measure().total``)."""
+    prompt_tokens: int | None
+    """The prompt size the provider reported, if it did."""
+    compacted: tuple[str, ...]
+    """Checkpoints committed before this step's request (pressure or overflow), oldest first."""
+    compaction_errors: tuple[str, ...]
+    """Errors of compaction passes that failed before this step's request."""
+    overflow_retry: bool
+    """The provider said the request was too long; it was compacted and sent once more."""
+
+    def line(self) -> str:
+        """E.g. ``step 3: run_cell · ~5231 tokens · compacted → c57``."""
+        tools = ", ".join(
+            f"{name} (error)" if failed else name
+            for name, failed in zip(self.tools, self.tool_errors, strict=True)
+        )
+        parts = [f"step {self.step}: {tools or 'answer'}", f"~{self.tokens} tokens"]
+        if self.overflow_retry:
+            parts.append("context overflow → retried once")
+        if self.compacted:
+            parts.append("compacted → " + ", ".join(self.compacted))
+        parts.extend(f"compaction failed: {error}" for error in self.compaction_errors)
+        return " · ".join(parts)
+
+
+class AgentReply(str):
+    """The final assistant text of a turn (``str``), with how the turn went.
+
+    ``reason`` is ``"completed"`` or ``"max-steps"`` (then the text is the last assistant text,
+    possibly empty); ``steps`` the step reports; ``checkpoints`` the checkpoints committed
+    during the turn. IPython shows the plain text.
+    """
+
+    reason: TurnEndReason
+    turn: int
+    steps: tuple[StepReport, ...]
+    checkpoints: tuple[str, ...]
+
+    def __new__(
+        cls,
+        text: str,
+        *,
+        reason: TurnEndReason,
+        turn: int,
+        steps: tuple[StepReport, ...],
+        checkpoints: tuple[str, ...],
+    ) -> AgentReply:
+        obj = super().__new__(cls, text)
+        obj.reason = reason
+        obj.turn = turn
+        obj.steps = steps
+        obj.checkpoints = checkpoints
+        return obj
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@dataclass(frozen=True)
+class _Call:
+    id: str
+    name: str
+    arguments: str
+    """The JSON text recorded in the session."""
+    problem: str | None = None
+    """Why the call cannot run as sent (e.g. its arguments are not JSON)."""
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    message: dict[str, Any]
+    calls: tuple[_Call, ...]
+    tokens: int
+    prompt_tokens: int | None
+    overflow_retry: bool
+
+
+class Agent:
+    """A tool-using agent loop over a :class:`~dashr_ext.Dashr` session (see the module doc).
+
+    Give either ``client`` (a :class:`~dashr_ext.client.ChatClient`, not closed by the agent)
+    or ``base_url`` / ``model`` / ``api_key`` (each else from ``DASHR_BASE_URL``,
+    ``DASHR_MODEL`` and ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``).
+    ``shell`` is the IPython shell cells run in; without one they run in ``namespace``
+    (default: a new dict). ``system_prompt`` replaces the session's; when neither exists,
+    ``prompts/agent.md`` is installed at the first turn. ``max_tokens``, ``temperature`` and
+    ``extra_body`` go into every request body. ``on_event`` is called with a
+    :class:`StepReport` after every step.
+    """
+
+    def __init__(
+        self,
+        dashr: Dashr,
+        *,
+        client: ChatClient | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        shell: InteractiveShell | None = None,
+        namespace: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        tool_output_max_chars: int = DEFAULT_TOOL_OUTPUT_MAX_CHARS,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        on_event: Callable[[StepReport], None] | None = None,
+    ) -> None:
+        from .client import ChatClient  # httpx loads with the first agent, not on import
+
+        _check_int("max_steps", max_steps, 1)
+        _check_int("tool_output_max_chars", tool_output_max_chars, 200)
+        if max_tokens is not None:
+            _check_int("max_tokens", max_tokens, 1)
+        if system_prompt is not None and (not isinstance(system_prompt, str) or not system_prompt):
+            raise ConfigError("Agent.system_prompt", "a non-empty string or None", system_prompt)
+        if shell is not None and namespace is not None:
+            raise ConfigError(
+                "Agent.namespace",
+                "None when a shell is given (cells run in shell.user_ns)",
+                "a dict",
+            )
+        if client is not None:
+            if not isinstance(client, ChatClient):
+                raise ConfigError("Agent.client", "a ChatClient or None", client)
+            given = [
+                name
+                for name, value in (("base_url", base_url), ("model", model), ("api_key", api_key))
+                if value is not None
+            ]
+            if given:
+                raise ConfigError(
+                    "Agent.client",
+                    "either client or base_url/model/api_key, not both",
+                    f"client and {', '.join(given)}",
+                )
+            self.client = client
+            self._owns_client = False
+        else:
+            self.client = ChatClient(base_url, model, api_key, label="agent")
+            self._owns_client = True
+        self.dashr = dashr
+        self.shell = shell
+        self.namespace: dict[str, Any] = (
+            shell.user_ns if shell is not None else namespace if namespace is not None else {}
+        )
+        self.system_prompt = system_prompt
+        self.max_steps = max_steps
+        self.tool_output_max_chars = tool_output_max_chars
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.extra_body = dict(extra_body or {})
+        self.on_event = on_event
+        self._running = False
+        self._bind_names()
+
+    def __repr__(self) -> str:
+        where = "IPython shell" if self.shell is not None else "plain namespace"
+        return (
+            f"<Agent model={self.client.model!r} session={self.dashr.session.id} ({where}), "
+            f"max_steps={self.max_steps}>"
+        )
+
+    def close(self) -> None:
+        """Close the HTTP client when the agent created it."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` of the next request: ``run_cell``, then the recall tools if offered."""
+        return [run_cell_schema(self.tool_output_max_chars), *self.dashr.tool_schemas()]
+
+    # ------------------------------------------------------------------ a turn
+
+    def run_turn(self, user_text: str) -> AgentReply:
+        """Work on ``user_text`` until the model answers without a tool call or steps run out."""
+        if not isinstance(user_text, str) or not user_text.strip():
+            raise AgentError(f"user_text: expected a non-empty string, got {user_text!r}")
+        if self._running:
+            raise AgentError("a turn of this agent is already running; wait for it to finish")
+        self._running = True
+        try:
+            return self._run_turn(user_text)
+        finally:
+            self._running = False
+
+    def _run_turn(self, user_text: str) -> AgentReply:
+        session = self.dashr.session
+        self._close_turn("interrupted", "the process running this turn stopped")
+        self._install_system_prompt()
+        start = len(session)
+        session.begin_turn()
+        turn = session.open_turn or 0
+        steps: list[StepReport] = []
+        text = ""
+        try:
+            self.dashr.record_openai({"role": "user", "content": user_text})
+            for _ in range(self.max_steps):
+                report, text, done = self._step(turn)
+                steps.append(report)
+                if self.on_event is not None:
+                    self.on_event(report)
+                if done:
+                    session.end_turn("completed")
+                    return self._reply(text, "completed", turn, steps, start)
+            session.end_turn("max-steps")
+            return self._reply(text, "max-steps", turn, steps, start)
+        except BaseException as exc:
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            try:
+                self._close_turn(reason, f"{type(exc).__name__} ended the turn")
+            except Exception as cleanup:
+                exc.add_note(f"dashr_ext.agent: the turn could not be closed cleanly: {cleanup}")
+            raise
+
+    def _step(self, turn: int) -> tuple[StepReport, str, bool]:
+        """One step: request, assistant message, tool results. (report, text, turn done)."""
+        session = self.dashr.session
+        session.begin_step()
+        step = session.open_step[1] if session.open_step is not None else 0
+        watch = len(session)
+        exchange = self._request()
+        compacted, compaction_errors = _compactions(self.dashr, watch)
+        self.dashr.record_openai(exchange.message)
+        failed: list[bool] = []
+        for call in exchange.calls:
+            text, is_error, interrupted = self._run_tool(call)
+            session.append_tool_result(
+                call.id, text, tool_name=call.name, is_error=is_error or interrupted
+            )
+            failed.append(is_error or interrupted)
+            if interrupted:
+                raise KeyboardInterrupt
+        session.end_step()
+        report = StepReport(
+            turn=turn,
+            step=step,
+            tools=tuple(call.name for call in exchange.calls),
+            tool_errors=tuple(failed),
+            tokens=exchange.tokens,
+            prompt_tokens=exchange.prompt_tokens,
+            compacted=compacted,
+            compaction_errors=compaction_errors,
+            overflow_retry=exchange.overflow_retry,
+        )
+        content = exchange.message.get("content")
+        return report, content if isinstance(content, str) else "", not exchange.calls
+
+    def _reply(
+        self, text: str, reason: TurnEndReason, turn: int, steps: list[StepReport], start: int
+    ) -> AgentReply:
+        compacted, _ = _compactions(self.dashr, start)
+        return AgentReply(text, reason=reason, turn=turn, steps=tuple(steps), checkpoints=compacted)
+
+    # ------------------------------------------------------------------ one request
+
+    def _request(self) -> _Exchange:
+        dashr = self.dashr
+        messages = dashr.request_messages()
+        tokens = dashr.measure().total
+        overflow_retry = False
+        try:
+            data = self.client.complete(self._body(messages), purpose=PURPOSE)
+        except EndpointError as exc:
+            if not exc.context_length or not dashr.handle_overflow():
+                raise
+            overflow_retry = True
+            messages = dashr.session.messages()
+            tokens = dashr.measure().total
+            data = self.client.complete(self._body(messages), purpose=PURPOSE)
+        message, calls = self._assistant_message(data)
+        usage = data.get("usage")
+        prompt_tokens = _usage_int(usage, "prompt_tokens")
+        if prompt_tokens is not None:
+            # Before the assistant message is recorded: the report describes the request.
+            dashr.report_usage(prompt_tokens, _usage_int(usage, "completion_tokens"))
+        return _Exchange(message, calls, tokens, prompt_tokens, overflow_retry)
+
+    def _body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.client.model,
+            "messages": messages,
+            "tools": self.tools(),
+            "stream": False,
+        }
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        body.update(self.extra_body)
+        return body
+
+    def _assistant_message(
+        self, data: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], tuple[_Call, ...]]:
+        """The OpenAI assistant message to record, and its tool calls made safe to record."""
+        choices = data.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping):
+            raise EndpointError(
+                f"agent: {self.client.url} answered without choices[0].message "
+                f"(keys: {sorted(data)[:10]})",
+                status_code=200,
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            content = str(content)
+        calls = self._calls(message.get("tool_calls"))
+        record: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            record["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
+        reasoning = message.get("reasoning_content")
+        if isinstance(reasoning, str):
+            record["reasoning_content"] = reasoning
+        return record, calls
+
+    def _calls(self, raw: object) -> tuple[_Call, ...]:
+        """Tool calls with ids unique in the session and arguments that are JSON objects."""
+        if not isinstance(raw, list):
+            return ()
+        session = self.dashr.session
+        used: set[str] = set()
+        calls: list[_Call] = []
+        for i, item in enumerate(raw):
+            call = item if isinstance(item, Mapping) else {}
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            name = function.get("name")
+            name = name if isinstance(name, str) and name else "unnamed"
+            arguments = function.get("arguments")
+            problem = None
+            if arguments is None:
+                arguments = "{}"
+            elif not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            try:
+                parsed = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                parsed, problem = None, f"the arguments are not valid JSON ({exc})"
+            if problem is None and not isinstance(parsed, dict):
+                problem = f"the arguments must be a JSON object, got {type(parsed).__name__}"
+            if problem is not None or not arguments.strip():
+                # The session stores JSON arguments; keep what the model sent, wrapped.
+                arguments = json.dumps({"unparsed_arguments": arguments}, ensure_ascii=False)
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                call_id = f"call_{len(session)}_{i}"
+            base, n = call_id, 1
+            while call_id in used or session.tool_call_seq(call_id) is not None:
+                n += 1
+                call_id = f"{base}~{n}"
+            used.add(call_id)
+            calls.append(_Call(call_id, name, arguments, problem))
+        return tuple(calls)
+
+    # ------------------------------------------------------------------ tools
+
+    def _run_tool(self, call: _Call) -> tuple[str, bool, bool]:
+        """(result text, is error, interrupted) of one tool call."""
+        if call.problem is not None:
+            return f"error: {call.name}: {call.problem}", True, False
+        arguments = json.loads(call.arguments)
+        if call.name == RUN_CELL:
+            code = arguments.get("code")
+            unknown = sorted(set(arguments) - {"code"})
+            if not isinstance(code, str) or unknown:
+                return (
+                    'error: run_cell takes exactly one argument, "code" (a string of Python); '
+                    f"got {sorted(arguments)}",
+                    True,
+                    False,
+                )
+            output = run_cell(code, shell=self.shell, namespace=self.namespace)
+            return (
+                truncate_output(output.text, self.tool_output_max_chars),
+                output.is_error,
+                output.interrupted,
+            )
+        if call.name in TOOL_NAMES:
+            try:
+                text = self.dashr.call_tool(call.name, arguments)
+            except RecallError as exc:
+                return f"error: {exc}", True, False
+            return truncate_output(text, self.tool_output_max_chars), False, False
+        offered = ", ".join(t["function"]["name"] for t in self.tools())
+        return f"error: unknown tool {call.name!r}; the tools are: {offered}", True, False
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _bind_names(self) -> None:
+        """Bind the archive and recall helpers where cells run, unless already this session's."""
+        if self.namespace.get("dashr_compaction_archive") is self.dashr.archive:
+            return
+        values = (
+            self.dashr.archive,
+            self.dashr.history_outline,
+            self.dashr.history_read,
+            self.dashr.history_search,
+        )
+        self.namespace.update(zip(ARCHIVE_NAMES, values, strict=True))
+
+    def _install_system_prompt(self) -> None:
+        session = self.dashr.session
+        wanted = self.system_prompt
+        if wanted is None and session.system_prompt is None:
+            wanted = render("agent", tool_output_max_chars=self.tool_output_max_chars).strip()
+        if wanted is not None and wanted != session.system_prompt:
+            self.dashr.record_openai({"role": "system", "content": wanted})
+
+    def _close_turn(self, reason: str, why: str) -> None:
+        """Answer every tool call still waiting for a result, then end the open turn."""
+        session = self.dashr.session
+        if session.read_only:
+            return
+        for call_id in session.pending_tool_calls():
+            session.append_tool_result(
+                call_id,
+                f"[{reason}: {why} before this tool call finished; it may not have run, "
+                "or run only in part]",
+                is_error=True,
+            )
+        if session.open_turn is not None:
+            session.end_turn(reason)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"Agent.{name}", f"an integer >= {low}", value)
+
+
+def _usage_int(usage: object, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _compactions(dashr: Dashr, since: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Checkpoints committed and pass errors logged from seq ``since`` on."""
+    events = dashr.session.events
+    committed: list[str] = []
+    errors: list[str] = []
+    for event in events[since:]:
+        checkpoint = checkpoint_of(event)
+        if checkpoint is not None:
+            committed.append(checkpoint)
+        elif event.type == "compaction/end" and "error" in event.data:
+            errors.append(str(event.data["error"]))
+    return tuple(committed), tuple(errors)
+
+
+# --------------------------------------------------------------------------- the cell magic
+
+
+def agent_cell(
+    shell: InteractiveShell | None,
+    dashr: Dashr,
+    cell: str,
+    *,
+    agent: Agent | None = None,
+    out: TextIO | None = None,
+    **options: Any,
+) -> AgentReply:
+    """Run one ``%%agent`` cell: a turn with ``cell`` as the user message.
+
+    Prints one progress line per step to ``out`` (default ``sys.stdout``) as the steps finish,
+    e.g. ``step 3: run_cell · ~5231 tokens · compacted → c57``, then a closing line when the
+    turn hit ``max_steps``, and returns the :class:`AgentReply` (the notebook shows its text).
+    ``agent`` reuses a long-lived :class:`Agent`; otherwise one is built from ``options``
+    (the :class:`Agent` keywords) for this cell and closed after it.
+    """
+    stream = out if out is not None else sys.stdout
+
+    def show(report: StepReport) -> None:
+        print(report.line(), file=stream, flush=True)
+
+    owned = agent is None
+    if agent is None:
+        agent = Agent(dashr, shell=shell, **options)
+    elif options:
+        raise ConfigError("agent_cell options", "none when an agent is given", sorted(options))
+    previous, agent.on_event = agent.on_event, show
+    try:
+        reply = agent.run_turn(cell)
+    finally:
+        agent.on_event = previous
+        if owned:
+            agent.close()
+    if reply.reason == "max-steps":
+        steps = len(reply.steps)
+        print(
+            f"turn {reply.turn} stopped after {steps} step{'s' if steps != 1 else ''} "
+            "(max_steps); send another cell to continue",
+            file=stream,
+            flush=True,
+        )
+    return reply
