@@ -466,6 +466,10 @@ class Agent:
         self.extra_body = dict(extra_body or {})
         self.on_event = on_event
         self._running = False
+        # The meter must count run_cell's schema: every request carries it.
+        schema = run_cell_schema(tool_output_max_chars)
+        if schema not in dashr.extra_tools:
+            dashr.extra_tools.append(schema)
         self._bind_names()
 
     def __repr__(self) -> str:

@@ -10,6 +10,7 @@ It is the one object harnesses, notebooks and the CLI hold::
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from .config import CompactionConfig, RecallConfig
 from .errors import ConfigError
 from .events import Event, now_ms
 from .recall import Recall, RecallResult, pointer_text
+from .recall import tool_schemas as recall_tool_schemas
 from .session import EventSpec, Session
 
 if TYPE_CHECKING:
@@ -65,6 +67,10 @@ class Dashr:
         rebuild_archive(session, self._config, self.archive)
         self.engine: CompactionEngine = self._make_engine()
         self.recall = Recall(session, self._recall_config)
+        self.extra_tools: list[dict[str, Any]] = []
+        """Tool schemas the harness sends beyond the session header's (e.g. ``run_cell``);
+        counted in every measurement. The recall tools are added by :meth:`request_tools`."""
+        self._tools_token_cache: dict[str, int] = {}
         self._request_at_seq: int | None = None
         self._pointed: set[str] = {
             str(e.message.source.get("checkpoint"))
@@ -73,7 +79,7 @@ class Dashr:
         }
 
     def _make_engine(self) -> CompactionEngine:
-        return make_engine(
+        engine = make_engine(
             self._config.engine,
             self.session,
             self._config,
@@ -82,6 +88,38 @@ class Dashr:
             self.archive,
             clock=self._clock,
         )
+        engine.extra_envelope_tokens = self._extra_envelope_tokens
+        return engine
+
+    def request_tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` of the next request: the header's, ``extra_tools``, then recall's."""
+        return [*(self.session.tools or []), *self.extra_tools, *self.tool_schemas()]
+
+    def extra_envelope(self) -> tuple[int, int]:
+        """Envelope tokens beyond the session header: ``extra_tools``, and the recall tools.
+
+        The recall tools' tokens are given whether or not they are offered yet (they are from
+        the first checkpoint on), so a plot can add them where they start.
+        """
+        return (
+            self._tools_tokens(self.extra_tools),
+            self._tools_tokens(recall_tool_schemas(self._recall_config)),
+        )
+
+    def _extra_envelope_tokens(self) -> int:
+        extra, recall = self.extra_envelope()
+        return extra + (recall if self.tool_schemas() else 0)
+
+    def _tools_tokens(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        if not tools:
+            return 0
+        text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+        cached = self._tools_token_cache.get(text)
+        if cached is None:
+            if len(self._tools_token_cache) > 8:
+                self._tools_token_cache.clear()
+            cached = self._tools_token_cache[text] = self.meter.count_text(text)
+        return cached
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -259,7 +297,7 @@ class Dashr:
 
     def measure(self) -> Measurement:
         """Tokens of the next request: envelope plus every surface node."""
-        return self.meter.measure(self.session)
+        return self.engine.measure()
 
     def request_messages(self) -> list[dict[str, Any]]:
         """Run the pressure check (may compact), then derive the next request's messages."""

@@ -64,9 +64,19 @@ class PressureSeries:
 
 
 def pressure_series(
-    session: Session, meter: TokenMeter, config: CompactionConfig
+    session: Session,
+    meter: TokenMeter,
+    config: CompactionConfig,
+    *,
+    extra_tokens: int = 0,
+    recall_tokens: int = 0,
 ) -> PressureSeries:
-    """Replay ``session``'s log into the request size after every surface change."""
+    """Replay ``session``'s log into the request size after every surface change.
+
+    ``extra_tokens`` are envelope tokens every request carries beyond the session header
+    (tool schemas a harness adds); ``recall_tokens`` those of the recall tools, which
+    requests carry from the first checkpoint on.
+    """
     nodes: dict[int, int] = {}
     node_sum = 0
     envelope = 0
@@ -79,11 +89,13 @@ def pressure_series(
         if event.type == "session/header":
             system_prompt = event.data.get("systemPrompt")
             tools = event.data.get("tools")
-            envelope = meter.envelope_tokens(system_prompt, tools)
+            envelope = meter.envelope_tokens(system_prompt, tools) + extra_tokens
             continue
         if event.type == "system/message":
             system_prompt = event.message.text
-            envelope = meter.envelope_tokens(system_prompt, tools)
+            envelope = meter.envelope_tokens(system_prompt, tools) + extra_tokens
+            if compactions:
+                envelope += recall_tokens
             continue
         op = event.surface_op
         if op is None:
@@ -99,6 +111,9 @@ def pressure_series(
         tokens.append(envelope + node_sum)
         checkpoint = checkpoint_of(event)
         if checkpoint is not None and isinstance(op, Replace):
+            if not compactions:
+                envelope += recall_tokens
+                tokens[-1] = envelope + node_sum
             compactions.append(Compaction(event.seq, checkpoint, before, envelope + node_sum))
     return PressureSeries(
         seqs=tuple(seqs),
@@ -119,7 +134,10 @@ def plot_pressure(dashr: Dashr, ax: Any = None) -> Any:
         raise ImportError(
             f"plot_pressure needs matplotlib, which is not installed: {PLOT_EXTRA_HINT}"
         ) from exc
-    series = pressure_series(dashr.session, dashr.meter, dashr.config)
+    extra, recall = dashr.extra_envelope()
+    series = pressure_series(
+        dashr.session, dashr.meter, dashr.config, extra_tokens=extra, recall_tokens=recall
+    )
     new_figure = ax is None
     if ax is None:
         _fig, ax = plt.subplots(figsize=(9, 3.6))

@@ -450,3 +450,22 @@ def test_usage_is_anchored_on_the_last_request_not_on_the_reply(tmp_path: Path, 
     measured = d.measure()
     assert measured.anchored
     assert measured.total == 1234 + dict(measured.nodes)[reply.seq]  # the reply counted once
+
+
+def test_tools_sent_beyond_the_header_are_measured(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, recency_window_tokens=90_000, retain_tokens=50_000)
+    d.record_openai({"role": "user", "content": "hello"})
+    bare = d.measure().total
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "run_cell",
+            "description": "Run Python code in the kernel.",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
+        },
+    }
+    d.extra_tools.append(schema)
+    assert d.request_tools() == [schema]
+    text = json.dumps([schema], ensure_ascii=False, separators=(",", ":"))
+    assert d.measure().total == bare + d.meter.count_text(text)
+    assert d.engine.measure().total == d.measure().total

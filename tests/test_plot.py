@@ -26,7 +26,8 @@ def compacted(tmp_path: Path, clock: Callable[[], int]) -> Dashr:
 
 def test_series_ends_at_the_meters_count_and_marks_every_checkpoint(compacted: Dashr) -> None:
     d = compacted
-    series = pressure_series(d.session, d.meter, d.config)
+    extra, recall = d.extra_envelope()
+    series = pressure_series(d.session, d.meter, d.config, extra_tokens=extra, recall_tokens=recall)
     assert series.tokens[-1] == d.measure().counted
     assert [c.checkpoint for c in series.compactions] == [cp.id for cp in d.checkpoints()]
     for c in series.compactions:
@@ -53,7 +54,14 @@ def test_plot_pressure_draws_the_series_and_thresholds(compacted: Dashr) -> None
 
     ax = compacted.plot_pressure()
     try:
-        series = pressure_series(compacted.session, compacted.meter, compacted.config)
+        extra, recall = compacted.extra_envelope()
+        series = pressure_series(
+            compacted.session,
+            compacted.meter,
+            compacted.config,
+            extra_tokens=extra,
+            recall_tokens=recall,
+        )
         line = ax.get_lines()[0]
         assert list(line.get_xdata()) == list(series.seqs)
         assert list(line.get_ydata()) == list(series.tokens)

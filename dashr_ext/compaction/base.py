@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import archive as archive_mod
@@ -31,7 +31,7 @@ from ..summarizers.base import Summarizer, SummaryRequest
 
 if TYPE_CHECKING:
     from ..config import CompactionConfig
-    from ..meter import TokenMeter
+    from ..meter import Measurement, TokenMeter
 
 __all__ = [
     "CHECKPOINT_SOURCE",
@@ -175,6 +175,26 @@ class CompactionEngine:
         self.clock = clock
         self.last_error: str | None = None
         self._active: str | None = None
+        self.extra_envelope_tokens: Callable[[], int] = lambda: 0
+        """Tokens the request envelope carries beyond the session header (e.g. tool schemas
+        the harness adds); the controller sets it."""
+
+    def measure(self) -> Measurement:
+        """The meter's measurement of the next request, plus the extra envelope tokens.
+
+        When the total is anchored on a provider's usage report, that report already
+        counted the whole envelope and nothing is added.
+        """
+        measured = self.meter.measure(self.session)
+        extra = 0 if measured.anchored else self.extra_envelope_tokens()
+        if not extra:
+            return measured
+        return replace(
+            measured,
+            total=measured.total + extra,
+            counted=measured.counted + extra,
+            envelope=measured.envelope + extra,
+        )
 
     # ------------------------------------------------------------------ hooks
 
@@ -202,7 +222,7 @@ class CompactionEngine:
             return results
         budget = self.config.max_summary_tokens
         for attempt in range(self.config.compaction_retries + 1):
-            total = self.meter.measure(self.session).total
+            total = self.measure().total
             if not self.config.should_compact(total):
                 break
             span = self.select("pressure") if attempt == 0 else self._select_retry()
@@ -309,7 +329,7 @@ class CompactionEngine:
         s = self.session
         a, b = span
         shadowed = tuple(s.surface[a : b + 1])
-        measurement = self.meter.measure(s)
+        measurement = self.measure()
         tokens_by_seq = dict(measurement.nodes)
         shadowed_tokens = sum(tokens_by_seq[q] for q in shadowed)
         compaction_id = f"p{len(s)}"
@@ -416,7 +436,7 @@ class CompactionEngine:
             raise
         self._active = None
         self.last_error = None
-        after = self.meter.measure(s).total
+        after = self.measure().total
         return CompactionResult(
             checkpoint=checkpoint,
             trigger=trigger,
