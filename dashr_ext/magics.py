@@ -33,6 +33,7 @@ Magics (``%name?`` shows each one's manual)::
     %history_outline
     %history_read c42 | --seq N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
+    %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
 Results are display objects: notebooks show tables and highlighted hits, terminals and
 ``print()`` the exact plain text. Bad arguments raise :class:`~IPython.core.error.UsageError`
@@ -49,14 +50,17 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.utils.bunch import Bunch
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentReply
 
 from .config import ENGINES, CompactionConfig, RecallConfig
 from .dashr import Dashr as DashrController
@@ -132,6 +136,16 @@ class _Decorator(Protocol):
 
 _line_magic = cast(_Decorator, line_magic)
 """``line_magic`` with a precise type (IPython types it as returning a union)."""
+_cell_magic = cast(_Decorator, cell_magic)
+
+
+@contextmanager
+def _agent_errors() -> Iterator[None]:
+    """Bad agent options (a ValueError naming the field) as one-line usage errors."""
+    try:
+        yield
+    except ValueError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
 
 
 def _magic_arguments() -> _Decorator:
@@ -255,6 +269,29 @@ class Dashr(Magics):
         help="Model of the 'llm' summarizer, e.g. 'deepseek-chat' (None: env DASHR_MODEL).",
     ).tag(config=True)
 
+    # -- agent (%%agent) ------------------------------------------------------------------
+    agent_base_url = Unicode(
+        None,
+        allow_none=True,
+        help="API root of the model %%agent talks to, e.g. 'https://api.deepseek.com/v1' "
+        "(None: env DASHR_BASE_URL). The API key is read from DASHR_API_KEY, DEEPSEEK_API_KEY "
+        "or OPENAI_API_KEY, never from here.",
+    ).tag(config=True)
+    agent_model = Unicode(
+        None,
+        allow_none=True,
+        help="Model %%agent uses, e.g. 'deepseek-chat' (None: env DASHR_MODEL).",
+    ).tag(config=True)
+    agent_max_steps = Integer(
+        30, min=1, help="Most model calls one %%agent cell makes before it stops (>= 1)."
+    ).tag(config=True)
+    agent_tool_output_max_chars = Integer(
+        10_000,
+        min=200,
+        help="run_cell output longer than this is cut (with a marker) before the model sees "
+        "it (>= 200).",
+    ).tag(config=True)
+
     # -- store ------------------------------------------------------------------------------
     session_dir = Unicode(
         None,
@@ -272,6 +309,7 @@ class Dashr(Magics):
     def __init__(self, shell: InteractiveShell | None = None, **kwargs: Any) -> None:
         # Set before the traits load their configuration: the observers look at them.
         self._controller: DashrController | None = None
+        self._agent: Agent | None = None
         self._created_path: Path | None = None
         self._pushed: dict[str, object] = {}
         super().__init__(shell=shell, **kwargs)
@@ -384,6 +422,7 @@ class Dashr(Magics):
     def stop(self) -> None:
         """Unbind the names and close the session (an untouched session made at load is removed)."""
         self.drop()
+        self._drop_agent()
         controller, self._controller = self._controller, None
         if controller is None:
             return
@@ -635,6 +674,70 @@ class Dashr(Magics):
         checkpoint = _unquote(args.checkpoint) if args.checkpoint is not None else None
         with _one_line_errors():
             return self.controller.history_search(query, checkpoint=checkpoint, limit=args.limit)
+
+    # ------------------------------------------------------------------ %%agent
+
+    @_cell_magic
+    @_magic_arguments()
+    @_argument("--max-steps", type=int, help="at most N model calls for this cell")
+    def agent(self, line: str, cell: str) -> AgentReply:
+        """Run one agent turn: the cell body is the user's message.
+
+        The agent calls the model at Dashr.agent_base_url / Dashr.agent_model (or env
+        DASHR_BASE_URL / DASHR_MODEL; key from DASHR_API_KEY), runs the code it asks for
+        with run_cell in this kernel, compacts before every request and reads compacted
+        history back with the recall tools or dashr_compaction_archive. One progress line
+        per step; the cell's result is the agent's final answer.
+
+        Examples::
+
+          %%agent
+          Load data.csv and plot the weekly totals.
+
+          %%agent --max-steps 5
+          Which checkpoint holds the first traceback?
+        """
+        args = _parse(self.agent, line)
+        if not cell.strip():
+            raise UsageError("%%agent needs the user's message in the cell body")
+        if args.max_steps is not None and args.max_steps < 1:
+            raise UsageError(f"--max-steps: expected an integer >= 1, got {args.max_steps}")
+        with _one_line_errors(), _agent_errors():
+            from .agent import agent_cell
+
+            agent = self._agent_for_cell()
+            limit = agent.max_steps
+            if args.max_steps is not None:
+                agent.max_steps = args.max_steps
+            try:
+                return agent_cell(self.shell, self.controller, cell.strip(), agent=agent)
+            finally:
+                agent.max_steps = limit
+
+    def _agent_for_cell(self) -> Agent:
+        """The long-lived agent of this session (rebuilt after attach or option changes)."""
+        from .agent import Agent
+
+        if self._agent is None or self._agent.dashr is not self.controller:
+            self._drop_agent()
+            self._agent = Agent(
+                self.controller,
+                shell=self.shell,
+                base_url=self.agent_base_url,
+                model=self.agent_model,
+                max_steps=self.agent_max_steps,
+                tool_output_max_chars=self.agent_tool_output_max_chars,
+            )
+        return self._agent
+
+    def _drop_agent(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()
+
+    @observe("agent_base_url", "agent_model", "agent_max_steps", "agent_tool_output_max_chars")
+    def _apply_agent(self, change: Bunch) -> None:
+        self._drop_agent()  # the next %%agent cell builds one with the new options
 
 
 _SUBCOMMANDS: Mapping[str, tuple[tuple[str, ...], Callable[..., Report]]] = {

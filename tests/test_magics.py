@@ -656,3 +656,46 @@ def test_archive_entries_read_like_the_originals(compacted: InteractiveShell) ->
     text = run(compacted, f"dashr_compaction_archive[{first!r}]['tool_results'][0]['text']")
     originals = {m["content"] for m in demo_messages() if m["role"] == "tool"}
     assert text in originals
+
+
+# --------------------------------------------------------------------------- %%agent
+
+
+def test_agent_cell_runs_a_turn_against_the_configured_endpoint(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dashr_ext.testing import ScriptedServer, answer, call_run_cell
+
+    run(ip, "%load_ext dashr_ext")
+    with ScriptedServer() as server:
+        server.script(call_run_cell("print(6 * 7)"), answer("The answer is 42."))
+        run(ip, f"%config Dashr.agent_base_url = {server.base_url!r}")
+        run(ip, "%config Dashr.agent_model = 'scripted'")
+        capsys.readouterr()
+        run(ip, "%%agent\nWhat is six times seven?")
+        shown = capsys.readouterr().out
+        assert re.match(r"step 1: run_cell · ~\d+ tokens\nstep 2: answer · ~\d+ tokens\n", shown)
+        assert shown.rstrip().endswith("The answer is 42.")  # the reply, displayed as text
+        (first, _second) = server.model_requests
+        assert first.json["model"] == "scripted"
+        assert first.messages[-1] == {"role": "user", "content": "What is six times seven?"}
+    d = controller(ip)
+    results = [e.message.text for e in d.session.events if e.type == "tool/result"]
+    assert results == ["42\n"]
+    (turn,) = d.session.turns
+    assert turn.reason == "completed" and len(turn.steps) == 2
+
+
+def test_agent_cell_bad_input_is_a_one_line_usage_error(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(ip, "%load_ext dashr_ext")
+    assert (
+        usage_error(ip, "%%agent\n   ", capsys)
+        == "%%agent needs the user's message in the cell body"
+    )
+    assert "--max-steps: expected an integer >= 1, got 0" in usage_error(
+        ip, "%%agent --max-steps 0\nhello", capsys
+    )
+    run(ip, "%config Dashr.agent_max_steps = 0")  # rejected by the trait, old value kept
+    assert magics(ip).agent_max_steps == 30
