@@ -96,6 +96,12 @@ SNAPSHOT_WARNING = (
 COMPACTION_TRAITS: tuple[str, ...] = tuple(f.name for f in fields(CompactionConfig))
 RECALL_TRAITS: tuple[str, ...] = tuple(f.name for f in fields(RecallConfig))
 SUMMARIZER_TRAITS: tuple[str, ...] = ("summarizer", "llm_base_url", "llm_model")
+AGENT_TRAITS: tuple[str, ...] = (
+    "agent_base_url",
+    "agent_model",
+    "agent_max_steps",
+    "agent_tool_output_max_chars",
+)
 
 _COMPACTION = CompactionConfig()
 _RECALL = RecallConfig()
@@ -513,6 +519,7 @@ class Dashr(Magics):
         ]
         rows += [(name, repr(getattr(c.recall_config, name))) for name in RECALL_TRAITS]
         rows += [(name, repr(getattr(self, name))) for name in SUMMARIZER_TRAITS]
+        rows += [(name, repr(getattr(self, name))) for name in AGENT_TRAITS]
         rows += [("session_dir", repr(self.session_dir)), ("session_path", repr(self.session_path))]
         return Report.of(
             "dashr configuration — change with %config Dashr.NAME = VALUE",
@@ -735,7 +742,7 @@ class Dashr(Magics):
         if agent is not None:
             agent.close()
 
-    @observe("agent_base_url", "agent_model", "agent_max_steps", "agent_tool_output_max_chars")
+    @observe(*AGENT_TRAITS)
     def _apply_agent(self, change: Bunch) -> None:
         self._drop_agent()  # the next %%agent cell builds one with the new options
 
