@@ -589,7 +589,7 @@ class Agent:
             if not exc.context_length or not dashr.handle_overflow():
                 raise
             overflow_retry = True
-            messages = dashr.session.messages()
+            messages = dashr.request_messages()
             tokens = dashr.measure().total
             data = self.client.complete(self._body(messages), purpose=PURPOSE)
         message, calls = self._assistant_message(data)
