@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compaction import CompactionEngine, CompactionResult, make_engine
-from .compaction.base import Checkpoint, rebuild_archive
+from .compaction import CompactionEngine, CompactionResult, CompactionWarning, make_engine
+from .compaction.base import Checkpoint, checkpoint_of, rebuild_archive
 from .config import CompactionConfig, RecallConfig
-from .errors import ConfigError
+from .errors import ConfigError, DashrError
 from .events import Event, now_ms
 from .recall import Recall, RecallResult, pointer_text
 from .recall import tool_schemas as recall_tool_schemas
@@ -149,7 +149,12 @@ class Dashr:
             in_memory=in_memory,
             clock=clock,
         )
-        return cls._around(session, config, recall, summarizer, meter, clock)
+        try:
+            return cls._around(session, config, recall, summarizer, meter, clock)
+        except BaseException:
+            if session.path is not None and len(session) == 1:
+                session.path.unlink(missing_ok=True)  # only our header: nothing to keep
+            raise
 
     @classmethod
     def open(
@@ -342,24 +347,30 @@ class Dashr:
         for cp in self.checkpoints():
             if cp.id in self._pointed:
                 continue
-            self._pointed.add(cp.id)
             if cp.superseded_by is not None:
-                continue  # a later pass already replaced it; its own pointer will follow
-            self.session.append(
-                [
-                    EventSpec(
-                        "context/message",
-                        {
-                            "message": {
-                                "role": "context",
-                                "source": {"kind": POINTER_SOURCE, "checkpoint": cp.id},
-                                "content": [{"type": "text", "text": pointer_text(cp)}],
-                            }
-                        },
-                        "append",
-                    )
-                ]
+                self._pointed.add(cp.id)  # a later pass already replaced it; its pointer follows
+                continue
+            pointer = EventSpec(
+                "context/message",
+                {
+                    "message": {
+                        "role": "context",
+                        "source": {"kind": POINTER_SOURCE, "checkpoint": cp.id},
+                        "content": [{"type": "text", "text": pointer_text(cp)}],
+                    }
+                },
+                "append",
             )
+            try:
+                self.session.append([pointer])
+            except DashrError as exc:  # the pass itself committed: warn, retry next request
+                warnings.warn(
+                    f"could not add the pointer for checkpoint {cp.id}: {exc}",
+                    CompactionWarning,
+                    stacklevel=3,
+                )
+                return
+            self._pointed.add(cp.id)
 
     # ------------------------------------------------------------------ recall
 
@@ -400,13 +411,29 @@ class Dashr:
 
 
 def _close_orphan_passes(session: Session) -> None:
+    """Close the passes a crashed process left open (a ``compaction/start`` without an end).
+
+    A pass whose checkpoint node made it to disk committed (a crash cut only its closing
+    event) and is completed; any other is closed as failed: its surface never changed.
+    """
     open_passes: dict[str, int] = {}
+    committed: set[str] = set()
     for event in session.events:
         if event.type == "compaction/start":
             open_passes[str(event.data["compactionId"])] = event.seq
         elif event.type == "compaction/end":
             open_passes.pop(str(event.data["compactionId"]), None)
+        elif checkpoint_of(event) is not None:
+            committed.add(str(event.message.source.get("compactionId")))
     for compaction_id, seq in open_passes.items():
+        if compaction_id in committed:
+            warnings.warn(
+                f"session {session.id}: compaction pass {compaction_id} (seq {seq}) committed "
+                "but was not closed; closing it",
+                stacklevel=3,
+            )
+            session.append_log("compaction/end", {"compactionId": compaction_id})
+            continue
         warnings.warn(
             f"session {session.id}: compaction pass {compaction_id} (seq {seq}) never finished; "
             "closing it as failed (the surface was not changed)",

@@ -86,13 +86,37 @@ _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
     "usage/report": ("promptTokens", "completionTokens", "atSeq"),
 }
 _REQUIRED_SETS = {kind: frozenset(keys) for kind, keys in _REQUIRED_DATA.items()}
-_INT_DATA: Mapping[str, tuple[str, ...]] = {
-    "turn/start": ("turn",),
-    "turn/end": ("turn",),
-    "step/start": ("turn", "step"),
-    "step/end": ("turn", "step"),
-    "usage/report": ("promptTokens", "atSeq"),
+_N = type(None)
+# Payload value types of the log-only vocabulary (int never accepts a bool).
+_DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
+    "session/header": {
+        "sessionId": (str,),
+        "createdAt": (int,),
+        "systemPrompt": (str, _N),
+        "tools": (list, _N),
+        "format": (str,),
+    },
+    "turn/start": {"turn": (int,)},
+    "turn/end": {"turn": (int,), "reason": (str,)},
+    "step/start": {"turn": (int,), "step": (int,)},
+    "step/end": {"turn": (int,), "step": (int,)},
+    "compaction/start": {"compactionId": (str,), "trigger": (str,), "engine": (str,)},
+    "compaction/summary": {
+        "compactionId": (str,),
+        "checkpoint": (str,),
+        "trigger": (str,),
+        "engine": (str,),
+        "summary": (str,),
+        "shadowedRange": (dict,),
+        "shadowedSeqs": (list,),
+        "shadowedTokenCount": (int,),
+        "summarizer": (dict,),
+        "archive": (dict,),
+    },
+    "compaction/end": {"compactionId": (str,), "error": (str, _N)},
+    "usage/report": {"promptTokens": (int,), "completionTokens": (int, _N), "atSeq": (int,)},
 }
+_TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
 
 
 def now_ms() -> int:
@@ -452,12 +476,20 @@ def validate_payload(event: Event) -> None:
         for key in _REQUIRED_DATA[kind]:
             if key not in event.data:
                 raise EventError(f"event {event.seq} ({kind}) data.{key}: missing (required)")
-    for key in _INT_DATA.get(kind, ()):
+    for key, types in _DATA_TYPES.get(kind, {}).items():
+        if key not in event.data:
+            continue  # optional keys (e.g. compaction/end's error)
         value = event.data[key]
-        if not isinstance(value, int) or isinstance(value, bool):
+        if type(value) not in types:
+            expected = " or ".join(_TYPE_NAMES[t] for t in types)
             raise EventError(
-                f"event {event.seq} ({kind}) data.{key}: expected int, got {type(value).__name__}"
+                f"event {event.seq} ({kind}) data.{key}: expected {expected}, "
+                f"got {type(value).__name__}"
             )
+    if kind == "compaction/summary" and not all(
+        type(q) is int for q in event.data["shadowedSeqs"]
+    ):
+        raise EventError(f"event {event.seq} (compaction/summary) data.shadowedSeqs: integers only")
     if kind == "system/message":
         message = event.message
         if message.role != "system":

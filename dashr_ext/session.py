@@ -236,7 +236,6 @@ class Session:
         self._store = store
         self._read_only = read_only
         self._clock = clock
-        self._explicit_markers = False
         self._reset()
         for event in events:
             self._check(event)
@@ -263,11 +262,11 @@ class Session:
         from .store import Store, default_session_path, new_session_id
 
         sid = session_id or new_session_id()
-        store = None
-        if not in_memory:
-            target = Path(path) if path is not None else default_session_path(sid)
-            store = Store.create(target, durability=durability)
-        session = cls(store=store, clock=clock)
+        if tools is not None and (
+            isinstance(tools, str | bytes | Mapping)
+            or not all(isinstance(t, Mapping) for t in tools)
+        ):
+            raise EventError("tools: expected a list of OpenAI tool schemas (objects) or None")
         header = EventSpec(
             "session/header",
             {
@@ -278,11 +277,21 @@ class Session:
                 "format": FORMAT,
             },
         )
+        # Validate before any file exists: a bad argument must leave nothing behind.
+        Event.from_json(
+            {"seq": 0, "type": header.type, "time": header.data["createdAt"], "data": header.data}
+        )
+        store = None
+        if not in_memory:
+            target = Path(path) if path is not None else default_session_path(sid)
+            store = Store.create(target, durability=durability)
+        session = cls(store=store, clock=clock)
         try:
             session.append([header])
         except BaseException:
             if store is not None:
                 store.close()
+                store.path.unlink(missing_ok=True)
             raise
         return session
 
@@ -350,6 +359,7 @@ class Session:
         self._pending: dict[str, None] = {}
         self._turn_state = _TurnState()
         self._has_markers = False
+        self._explicit_markers = False
         self._system_prompt: str | None = None
         self._system_seq: int | None = None
         self._tools: list[dict[str, Any]] | None = None
@@ -529,14 +539,12 @@ class Session:
         return out
 
     def begin_turn(self) -> Event:
-        """Mark the start of a turn explicitly (disables marker inference)."""
-        self._explicit_markers = True
+        """Mark the start of a turn explicitly (adapters then stop inferring markers)."""
         if self.open_turn is not None:
             raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
         return self.append([EventSpec("turn/start", {"turn": self._turn_state.next_turn()})])[0]
 
     def end_turn(self, reason: str = "completed") -> Event:
-        self._explicit_markers = True
         turn = self.open_turn
         if turn is None:
             raise SurfaceError("no turn is open")
@@ -547,7 +555,6 @@ class Session:
         return self.append(specs)[-1]
 
     def begin_step(self) -> Event:
-        self._explicit_markers = True
         if self.open_turn is None:
             raise SurfaceError("no turn is open; call begin_turn() first")
         if self.open_step is not None:
@@ -558,7 +565,6 @@ class Session:
         return self.append([spec])[0]
 
     def end_step(self) -> Event:
-        self._explicit_markers = True
         step = self.open_step
         if step is None:
             raise SurfaceError("no step is open")
@@ -566,7 +572,11 @@ class Session:
 
     @property
     def infers_markers(self) -> bool:
-        """Whether adapters should infer turn/step markers (False once marked explicitly)."""
+        """Whether adapters should infer turn/step markers.
+
+        False once the log holds a marker the harness wrote itself (one without
+        ``"inferred": true``), so live and replayed sessions agree.
+        """
         return not self._explicit_markers
 
     def marker_state(self) -> MarkerCursor:
@@ -658,6 +668,7 @@ class Session:
             return []
         base = len(self._events)
         new: list[Event] = []
+        durable = False
         try:
             for i, spec in enumerate(specs):
                 event = self._build(base + i, spec)
@@ -666,8 +677,12 @@ class Session:
                 new.append(event)
             if self._store is not None:
                 self._store.append([e.to_json() for e in new])
+            durable = True
         except BaseException:
-            self._rollback(base)
+            # Once the batch is on disk, memory must keep it too (an interrupt arriving right
+            # after the write must not let the next append reuse its seqs).
+            if not durable and len(self._events) > base:
+                self._rollback(base)
             raise
         return new
 
@@ -690,11 +705,9 @@ class Session:
 
     def _rollback(self, length: int) -> None:
         events = self._events[:length]
-        explicit = self._explicit_markers
         self._reset()
         for event in events:
             self._apply(event)
-        self._explicit_markers = explicit
 
     # ------------------------------------------------------------------ the fold
 
@@ -778,11 +791,11 @@ class Session:
         if op is not None:
             self._apply_surface(event, op)
         elif kind in _MARKERS:
-            if not self._has_markers:
-                # The first explicit marker switches the log to marker-driven turns; replay
-                # does the same, so live and replayed turns always agree.
-                self._has_markers = True
-                self._turn_state = _TurnState()
+            # Once the log carries markers, turns follow them (and stop being inferred from
+            # messages); turns inferred before are kept, so numbering goes on from there.
+            self._has_markers = True
+            if not data.get("inferred"):
+                self._explicit_markers = True
             _fold_marker(self._turn_state, event.seq, kind, data)
         elif kind == "session/header":
             self._session_id = str(data["sessionId"])

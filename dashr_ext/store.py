@@ -50,6 +50,7 @@ stores work everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -60,6 +61,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -224,6 +226,21 @@ class Store:
         if file is not None:
             self._size = os.fstat(file.fileno()).st_size
             self._torn = self._size > 0 and os.pread(file.fileno(), 1, self._size - 1) != b"\n"
+            _WRITERS.add(self)
+
+    def _drop_inherited(self) -> None:
+        """In a forked child: let go of the parent's descriptor without touching its lock.
+
+        ``flock`` belongs to the open file description the child shares with its parent;
+        closing the child's copy (never ``LOCK_UN``) lets the parent's ``close()`` release
+        the lock again. The child's store refuses appends from then on.
+        """
+        file, self._file = self._file, None
+        self._mutex = threading.Lock()
+        if file is not None:
+            self._broken = "this store belongs to the parent process (the process forked)"
+            with contextlib.suppress(OSError):
+                file.close()
 
     # ----------------------------------------------------------------- opening
 
@@ -549,6 +566,20 @@ def _check_durability(durability: str) -> None:
 
 def _missing_message(path: Path) -> str:
     return f"{path}: no such session file; use Store.create() to start a new session"
+
+
+_WRITERS: weakref.WeakSet[Store] = weakref.WeakSet()
+"""Stores holding a writer lock in this process."""
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_WRITERS):
+        store._drop_inherited()
+    _WRITERS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _lock(file: io.FileIO, path: Path) -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import ScriptedSummarizer, record_steps
 
 from dashr_ext import CompactionConfig, Dashr
@@ -199,3 +200,64 @@ def test_reasoning_archiving_can_be_turned_off(tmp_path: Path, clock: Any) -> No
     d.close()
     with Dashr.open(tmp_path / "s.jsonl", meter=TokenMeter("chars"), read_only=True) as again:
         assert again.archive == d.archive
+
+
+def test_a_pass_whose_commit_fails_leaves_the_archive_as_it_was(
+    tmp_path: Path, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashr_ext.errors import CompactionError, StoreError
+
+    d = make(tmp_path, clock, archive_max_bytes=9000)
+    for i in range(2):
+        record_steps(d, 20, chars=500, first=100 * i, user=f"request {i}")
+        d.compact()
+    record_steps(d, 20, chars=500, first=300, user="request 3")
+    before = {k: dict(v) for k, v in d.archive.items()}
+    store = d.session._store
+    assert store is not None
+    real_append = store.append
+
+    def failing_append(objs: Any) -> None:
+        if any(o["type"] == "compaction/summary" for o in objs):
+            raise StoreError("disk full")
+        real_append(objs)
+
+    monkeypatch.setattr(store, "append", failing_append)
+    with pytest.raises(CompactionError):
+        d.compact()
+    assert d.archive == before  # no new entry, no eviction left behind
+    monkeypatch.setattr(store, "append", real_append)
+    d.close()
+    with Dashr.open(tmp_path / "s.jsonl", config=d.config, meter=TokenMeter("chars")) as again:
+        assert again.archive == before
+
+
+class CapBreakingArchive(dict[str, Any]):
+    """Accepts entries, but one of them cannot be sized (the cap check raises)."""
+
+
+def test_an_archive_failure_in_the_cap_check_keeps_live_and_rebuilt_archives_equal(
+    tmp_path: Path, clock: Any
+) -> None:
+    import datetime
+
+    session = Session.create(tmp_path / "s.jsonl", clock=clock)
+    archive = CapBreakingArchive(user_note={"meta": {}, "when": datetime.date(2026, 1, 1)})
+    d = Dashr(
+        session,
+        config=CompactionConfig(
+            context_window_tokens=100_000,
+            recency_window_tokens=3000,
+            retain_tokens=600,
+            archive_max_bytes=1000,
+        ),
+        summarizer=ScriptedSummarizer(),
+        meter=TokenMeter("chars"),
+        archive=archive,
+        clock=clock,
+    )
+    record_steps(d, 20, chars=500, user="go")
+    result = d.compact()
+    assert result is not None and result.archived is None
+    assert result.checkpoint not in archive
+    assert "error" in d.session.event(result.summary_seq).data["archive"]

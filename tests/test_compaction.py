@@ -469,3 +469,70 @@ def test_tools_sent_beyond_the_header_are_measured(tmp_path: Path, clock: Any) -
     text = json.dumps([schema], ensure_ascii=False, separators=(",", ":"))
     assert d.measure().total == bare + d.meter.count_text(text)
     assert d.engine.measure().total == d.measure().total
+
+
+def test_a_pointer_that_cannot_be_written_does_not_fail_the_committed_pass(
+    tmp_path: Path, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashr_ext.errors import StoreError
+
+    d = make(tmp_path, clock, recency_window_tokens=2000, retain_tokens=300)
+    record_steps(d, 12, chars=600, user="go")
+    store = d.session._store
+    assert store is not None
+    real_append = store.append
+
+    def no_pointers(objs: Any) -> None:
+        if any(o["type"] == "context/message" for o in objs):
+            raise StoreError("disk full")
+        real_append(objs)
+
+    monkeypatch.setattr(store, "append", no_pointers)
+    with pytest.warns(CompactionWarning, match="could not add the pointer"):
+        result = d.compact()
+    assert result is not None and d.session.surface[0] == result.summary_seq + 1
+    monkeypatch.setattr(store, "append", real_append)
+    d.request_messages()  # the pointer goes out with the next request instead
+    last = d.session.event(d.session.surface[-1])
+    assert last.message.source == {"kind": "history-access", "checkpoint": result.checkpoint}
+
+
+def test_a_pass_cut_after_its_checkpoint_landed_is_completed_on_open(
+    tmp_path: Path, clock: Any
+) -> None:
+    from dashr_ext import RecallConfig
+
+    path = tmp_path / "s.jsonl"
+    config = CompactionConfig(
+        context_window_tokens=100_000, recency_window_tokens=2000, retain_tokens=300
+    )
+    with Dashr.create(
+        path,
+        config=config,
+        recall=RecallConfig(pointer="off"),
+        summarizer=ScriptedSummarizer(),
+        meter=TokenMeter("chars"),
+        clock=clock,
+    ) as d:
+        record_steps(d, 12, chars=600, user="go")
+        result = d.compact()
+        assert result is not None
+    lines = path.read_text().splitlines(keepends=True)
+    assert json.loads(lines[-1])["type"] == "compaction/end"
+    path.write_text("".join(lines[:-1]))  # the crash cut the closing event only
+    with pytest.warns(UserWarning, match="committed but was not closed"):
+        again = Dashr.open(
+            path, config=config, meter=TokenMeter("chars"), summarizer=ScriptedSummarizer()
+        )
+    with again:
+        end = again.session.events[-1]
+        assert end.type == "compaction/end" and "error" not in end.data
+        assert [c.id for c in again.checkpoints()] == [result.checkpoint]
+        assert result.checkpoint in again.archive
+
+
+def test_a_refused_controller_leaves_no_session_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(ConfigError, match="summarizer"):
+        Dashr.create(path, summarizer="magic")
+    assert not path.exists()

@@ -214,3 +214,32 @@ def test_invalid_events_name_the_field(obj: dict[str, Any], message: str) -> Non
     with pytest.raises(EventError) as info:
         Event.from_json(obj)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"createdAt": "2025-01-01"}, "data.createdAt: expected int, got str"),
+        ({"createdAt": None}, "data.createdAt: expected int, got NoneType"),
+        ({"systemPrompt": 5}, "data.systemPrompt: expected str or null, got int"),
+        ({"tools": {"a": 1}}, "data.tools: expected list or null, got dict"),
+    ],
+)
+def test_header_payload_types_are_checked(data: dict[str, Any], message: str) -> None:
+    obj = _with(HEADER, ("data",), {**HEADER["data"], **data})
+    with pytest.raises(EventError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Event.from_json(obj)
+
+
+def test_usage_and_summary_payload_types_are_checked() -> None:
+    usage = {
+        "seq": 7,
+        "type": "usage/report",
+        "time": 3,
+        "data": {"promptTokens": 120, "completionTokens": "9", "atSeq": 6},
+    }
+    with pytest.raises(EventError, match="completionTokens: expected int or null, got str"):
+        Event.from_json(usage)
+    end = {"seq": 8, "type": "compaction/end", "time": 3, "data": {"compactionId": 5}}
+    with pytest.raises(EventError, match="compactionId: expected str, got int"):
+        Event.from_json(end)

@@ -78,6 +78,8 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
         },
         {"role": "tool", "tool_call_id": "c9", "content": "ok", "name": "bash"},
         {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": [], "tool_calls": None},
     ]
     session.record_openai(messages)
     assert session.messages() == messages
@@ -153,6 +155,8 @@ def test_documented_normalisations(session: Session) -> None:
             "expected 'text' or 'image_url'",
         ),
         ({"role": "user", "content": None}, "content", "got null"),
+        ({"role": "user", "content": "x", "when": float("nan")}, "when", "not JSON data"),
+        ({"role": "user", "content": "x", "meta": {1, 2}}, "meta", "not JSON data"),
         (
             {"role": "function", "content": "x"},
             "role",

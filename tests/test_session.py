@@ -307,3 +307,54 @@ def test_replay_from_disk_always_equals_the_live_surface(ops: list[tuple[Any, ..
             assert replayed.turns == live_turns
             assert replayed.messages() == live_messages
             _assert_pairing_intact(replayed)
+
+
+def test_explicit_marker_mode_survives_a_reopen(tmp_path: Path, clock: Any) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, clock=clock) as s:
+        s.begin_turn()
+        s.record_openai({"role": "user", "content": "go"})
+        s.begin_step()
+        s.append_assistant([call("c1")])
+        assert not s.infers_markers
+    with Session.open(path, clock=clock) as s:
+        assert not s.infers_markers
+        before = len(s.events)
+        s.record_openai({"role": "tool", "tool_call_id": "c1", "content": "done"})
+        assert [e.type for e in s.events[before:]] == ["tool/result"]  # no markers inferred
+        s.end_step()
+        s.end_turn()
+        assert [(t.index, t.reason) for t in s.turns] == [(1, "completed")]
+
+
+def test_a_refused_marker_call_changes_nothing(session: Session) -> None:
+    with pytest.raises(SurfaceError, match="no turn is open"):
+        session.end_turn()
+    with pytest.raises(SurfaceError, match="no step is open"):
+        session.end_step()
+    assert session.infers_markers
+    session.record_openai({"role": "user", "content": "hi"})
+    assert [e.type for e in session.events[1:]] == ["turn/start", "user/message"]
+    assert session.events[1].data == {"turn": 1, "inferred": True}
+
+
+def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
+    tmp_path: Path, clock: Any
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, clock=clock) as s:
+        s.append_user("one")
+        s.append_assistant("first answer")
+        s.append_user("two")
+        s.append_assistant("second answer")
+        s.record_openai(
+            [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
+        )
+        live = s.turns
+        assert [(t.index, t.reason) for t in live] == [
+            (1, "completed"),
+            (2, "completed"),
+            (3, "completed"),
+        ]
+    with Session.open(path, read_only=True) as r:
+        assert r.turns == live

@@ -872,3 +872,28 @@ def test_sigkill_mid_append_loses_at_most_the_torn_last_line(tmp_path: Path) -> 
             assert caught == []
 
     assert len(side_files(path)) == torn_tails
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_keep_the_writer_lock(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "s.jsonl"
+    store = Store.create(path)
+    store.append([{"seq": 0}])
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: alive while the parent moves on
+        os.write(ready_w, b"1")  # the fork handlers have run by now
+        time.sleep(3)
+        os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        store.close()
+        again = Store.open(path)  # would raise SessionLockedError if the child kept the lock
+        again.close()
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(ready_r)
+        os.close(ready_w)

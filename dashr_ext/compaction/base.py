@@ -339,7 +339,7 @@ class CompactionEngine:
         )
         self._active = compaction_id
         version = s.surface_version
-        added_archive: str | None = None
+        undo: dict[str, Any] = {}
         try:
             span_events = [s.event(q) for q in shadowed]
             result = self.summarizer.summarize(
@@ -395,10 +395,9 @@ class CompactionEngine:
                     f"what it would shadow (~{shadowed_tokens} tokens); nothing was committed"
                 )
             try:
-                self.archive[checkpoint] = entry
-                added_archive = checkpoint
-                self._apply_cap()
+                self._write_archive(checkpoint, entry, undo)
             except Exception as exc:  # any archive failure degrades, never blocks the pass
+                _restore(self.archive, undo)
                 data["archive"] = {"error": f"{type(exc).__name__}: {exc}"}
             text = frame_checkpoint(summary, archive_mod.compose_footer(data))
             message = {
@@ -424,8 +423,7 @@ class CompactionEngine:
             )
         except BaseException as exc:
             self._active = None
-            if added_archive is not None:
-                self.archive.pop(added_archive, None)
+            _restore(self.archive, undo)  # the archive matches the log again
             reason = _error_text(exc)
             self.last_error = reason
             s.append_log("compaction/end", {"compactionId": compaction_id, "error": reason})
@@ -448,8 +446,12 @@ class CompactionEngine:
             compaction_id=compaction_id,
         )
 
-    def _apply_cap(self) -> None:
+    def _write_archive(self, checkpoint: str, entry: dict[str, Any], undo: dict[str, Any]) -> None:
+        """Store ``entry`` and evict past the cap; ``undo`` records every value replaced."""
+        undo[checkpoint] = self.archive.get(checkpoint, _MISSING)
+        self.archive[checkpoint] = entry
         for cid in archive_mod.apply_cap(self.archive, self.config.archive_max_bytes):
+            undo.setdefault(cid, self.archive[cid])
             self.archive[cid] = archive_mod.evicted_stub(self.archive[cid])
 
     def _previous_summary(self, span: Sequence[Event]) -> str | None:
@@ -475,6 +477,19 @@ class CompactionEngine:
                 *(event_to_openai(self.session.event(q)) for q in self.session.surface[a : b + 1]),
             ]
         )
+
+
+_MISSING: Any = object()
+
+
+def _restore(archive: MutableMapping[str, Any], undo: dict[str, Any]) -> None:
+    """Put back what a pass's archive write replaced (newest change first)."""
+    for key, value in reversed(list(undo.items())):
+        if value is _MISSING:
+            archive.pop(key, None)
+        else:
+            archive[key] = value
+    undo.clear()
 
 
 def _replace(shadowed: Sequence[int]) -> Any:

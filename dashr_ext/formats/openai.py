@@ -99,6 +99,11 @@ class _Converter:
                 f"{p}role", f"expected 'system', 'user', 'assistant' or 'tool', got {role!r}"
             )
         extra = {k: v for k, v in m.items() if k not in _KNOWN_KEYS[role]}
+        for key, value in extra.items():
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"{p}{key}", f"not JSON data ({exc})") from None
         if role == "system":
             content, parts = _text_content(m, p, allow_none=False)
             msg = _message("system", {"kind": "system"}, content, parts, extra)
@@ -129,6 +134,8 @@ class _Converter:
         msg = _message("assistant", {"kind": "model", "model": None}, blocks, parts, extra)
         if raw_calls == []:
             msg.setdefault("openai", {})["emptyToolCalls"] = True
+        elif raw_calls is None and "tool_calls" in m:
+            msg.setdefault("openai", {})["nullToolCalls"] = True
         return self._with_markers(EventSpec("assistant/message", {"message": msg}, "append"), msg)
 
     def _tool_call(self, call: object, p: str) -> ToolCallBlock:
@@ -195,11 +202,11 @@ class _Converter:
         out: list[EventSpec] = []
         for kind, data in before:
             _fold_marker(self.markers, -1, kind, data)
-            out.append(EventSpec(kind, data))
+            out.append(EventSpec(kind, {**data, "inferred": True}))
         out.append(spec)
         for kind, data in after:
             _fold_marker(self.markers, -1, kind, data)
-            out.append(EventSpec(kind, data))
+            out.append(EventSpec(kind, {**data, "inferred": True}))
         return out
 
 
@@ -332,9 +339,12 @@ def event_to_openai(event: Event) -> dict[str, Any]:
     out: dict[str, Any]
     if event.type == "assistant/message":
         text = [b for b in msg.content if isinstance(b, TextBlock)]
-        out = {"role": "assistant", "content": _emit_text(text, openai) if text else None}
+        shown = text or openai.get("parts")
+        out = {"role": "assistant", "content": _emit_text(text, openai) if shown else None}
         calls = msg.tool_calls
-        if calls or openai.get("emptyToolCalls"):
+        if openai.get("nullToolCalls"):
+            out["tool_calls"] = None
+        elif calls or openai.get("emptyToolCalls"):
             out["tool_calls"] = [
                 {
                     "id": c.id,
