@@ -47,6 +47,7 @@ IPython is imported only when a cell runs in a shell, so this module works in an
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import io
 import itertools
@@ -136,14 +137,24 @@ class CellOutput:
 def truncate_output(text: str, max_chars: int) -> str:
     """``text`` cut to ``max_chars``: the head and the tail around an explicit marker.
 
-    The tail is kept because that is where errors and final results usually are.
+    The result, marker included, is at most ``max_chars`` long (only the head is kept when
+    ``max_chars`` cannot even hold the marker). The tail is kept because that is where errors
+    and final results usually are.
     """
     if len(text) <= max_chars:
         return text
-    head = max_chars * 2 // 3
-    tail = max_chars - head
     omitted = len(text) - max_chars
-    return f"{text[:head]}\n… [output truncated: +{omitted} chars] …\n{text[len(text) - tail :]}"
+    while True:  # the marker's length depends on the count it shows: settle both
+        marker = f"\n… [output truncated: +{omitted} chars] …\n"
+        keep = max_chars - len(marker)
+        if keep < 0:
+            return text[: max(max_chars, 0)]
+        if len(text) - keep == omitted:
+            break
+        omitted = len(text) - keep
+    head = keep * 2 // 3
+    tail = keep - head
+    return f"{text[:head]}{marker}{text[len(text) - tail :]}"
 
 
 def run_cell(
@@ -230,11 +241,24 @@ def _quiet_tracebacks(shell: InteractiveShell) -> Iterator[None]:
 
 
 _cell_numbers = itertools.count(1)
+CELL_SOURCES_KEPT = 64
+"""How many of the latest plain-namespace cells keep their source in ``linecache``.
+
+Tracebacks through a function defined in one of them show its lines; older cells' entries
+are dropped, so running cells does not grow ``linecache`` without bound."""
+_cell_sources: collections.deque[str] = collections.deque()
+
+
+def _remember_source(filename: str, code: str) -> None:
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    _cell_sources.append(filename)
+    while len(_cell_sources) > CELL_SOURCES_KEPT:
+        linecache.cache.pop(_cell_sources.popleft(), None)
 
 
 def _run_in_namespace(code: str, namespace: dict[str, Any]) -> CellOutput:
     filename = f"<agent-cell-{next(_cell_numbers)}>"
-    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    _remember_source(filename, code)
     stdout, stderr = io.StringIO(), io.StringIO()
     results: list[str] = []
     error: str | None = None
@@ -264,6 +288,11 @@ def _exception_text(exc: BaseException) -> str:
         return "".join(traceback.format_exception_only(exc)).rstrip("\n")
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
     return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
+
+
+def _tool_name(tool: object) -> object:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    return function.get("name") if isinstance(function, Mapping) else None
 
 
 def run_cell_schema(max_chars: int = DEFAULT_TOOL_OUTPUT_MAX_CHARS) -> dict[str, Any]:
@@ -466,10 +495,8 @@ class Agent:
         self.extra_body = dict(extra_body or {})
         self.on_event = on_event
         self._running = False
-        # The meter must count run_cell's schema: every request carries it.
-        schema = run_cell_schema(tool_output_max_chars)
-        if schema not in dashr.extra_tools:
-            dashr.extra_tools.append(schema)
+        self._schema = run_cell_schema(tool_output_max_chars)
+        self._install_schema()
         self._bind_names()
 
     def __repr__(self) -> str:
@@ -480,9 +507,27 @@ class Agent:
         )
 
     def close(self) -> None:
-        """Close the HTTP client when the agent created it."""
+        """Close the HTTP client when the agent created it; withdraw its ``run_cell`` schema.
+
+        The schema leaves ``dashr.extra_tools`` only while it is still this agent's (another
+        agent may have replaced it since).
+        """
+        tools = self.dashr.extra_tools
+        tools[:] = [t for t in tools if t is not self._schema]
         if self._owns_client:
             self.client.close()
+
+    def _install_schema(self) -> None:
+        """Make this agent's schema the one ``run_cell`` entry of ``dashr.extra_tools``.
+
+        The meter counts ``extra_tools`` in every request's envelope; the schema depends on
+        ``tool_output_max_chars``, so an earlier agent's entry is replaced, not added to.
+        """
+        tools = self.dashr.extra_tools
+        kept = [t for t in tools if _tool_name(t) != RUN_CELL]
+        at = next((i for i, t in enumerate(tools) if _tool_name(t) == RUN_CELL), len(kept))
+        kept.insert(at, self._schema)
+        tools[:] = kept
 
     def __enter__(self) -> Agent:
         return self
@@ -510,6 +555,7 @@ class Agent:
 
     def _run_turn(self, user_text: str) -> AgentReply:
         session = self.dashr.session
+        self._install_schema()  # closed and reused, or another agent's schema since
         self._close_turn("interrupted", "the process running this turn stopped")
         self._install_system_prompt()
         start = len(session)
@@ -665,13 +711,16 @@ class Agent:
                 arguments = "{}"
             elif not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
+            if not arguments.strip():
+                # Several providers send "" for a tool without parameters: no arguments.
+                arguments = "{}"
             try:
-                parsed = json.loads(arguments) if arguments.strip() else {}
+                parsed = json.loads(arguments)
             except ValueError as exc:
                 parsed, problem = None, f"the arguments are not valid JSON ({exc})"
             if problem is None and not isinstance(parsed, dict):
                 problem = f"the arguments must be a JSON object, got {type(parsed).__name__}"
-            if problem is not None or not arguments.strip():
+            if problem is not None:
                 # The session stores JSON arguments; keep what the model sent, wrapped.
                 arguments = json.dumps({"unparsed_arguments": arguments}, ensure_ascii=False)
             call_id = call.get("id")

@@ -175,9 +175,24 @@ def _cmd_import(args: argparse.Namespace) -> int:
         data = data.get("messages")
     if not isinstance(data, list):
         raise ValueError(f'{args.file}: expected a JSON list of messages or {{"messages": [...]}}')
-    with Dashr.create(args.output, tools=tools) as d:
-        d.record_openai(data)
-        print(f"{d.session.path}: {len(d.session)} events from {len(data)} messages")
+    # Convert and validate every message before any file exists: bad input leaves nothing.
+    with Dashr.create(in_memory=True, tools=tools) as probe:
+        probe.record_openai(data)
+    output: Path | None = args.output
+    if output is not None and (output.exists() or output.is_symlink()):
+        raise ValueError(f"{output}: already exists (left untouched); choose another -o path")
+    created: Path | None = None
+    try:
+        with Dashr.create(output, tools=tools) as d:
+            created = d.session.path
+            d.record_openai(data)
+            events = len(d.session)
+    except BaseException:
+        # Only a file this command created (Dashr.create never opens an existing one).
+        if created is not None:
+            created.unlink(missing_ok=True)
+        raise
+    print(f"{created}: {events} events from {len(data)} messages")
     return 0
 
 
@@ -203,11 +218,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _print_demo(d: Any, facts: dict[str, str]) -> None:
     rule = "-" * 72
     cps = d.checkpoints()
+    total = d.measure().total
     print(
         f"dashr demo: {len(d.session)} events, {len(cps)} compaction passes, "
-        f"surface now ~{d.measure().total} tokens\n{rule}"
+        f"surface now ~{total} tokens\n{rule}"
     )
     print(d.history_outline())
+    if not cps:
+        print(
+            f"{rule}\nnothing was compacted: the session (~{total} tokens) never went over the "
+            f"trigger ({d.config.trigger_tokens} tokens); try a smaller --recency-window-tokens"
+        )
+        return
     first = cps[0]
     text = d.session.event(first.node_seq).message.text
     footer = text[text.index("[checkpoint ") :]

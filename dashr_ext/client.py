@@ -17,7 +17,8 @@ says the request is too long sets ``EndpointError.context_length``.
 **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else ``DEEPSEEK_API_KEY``,
 else ``OPENAI_API_KEY``; none is fine for keyless local servers) is sent only in the
 ``Authorization`` header. It never appears in ``repr()`` or in error messages; text from the
-server is scrubbed of it before it is shown (:meth:`ChatClient.redact`).
+server is scrubbed of it before it is cut to a snippet and shown, and a piece of the key
+left by any later cut is scrubbed too (:meth:`ChatClient.redact`).
 
 ``purpose`` (``complete(body, purpose="compaction")``) is sent as the ``X-Dashr-Purpose``
 header, so a proxy can tell compaction traffic from an agent's own calls.
@@ -26,14 +27,18 @@ header, so a proxy can tell compaction traffic from an agent's own calls.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import email.utils
 import json
+import math
 import os
 import random
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -70,6 +75,14 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
+_AsyncState = tuple[
+    "httpx.AsyncClient | None",
+    "asyncio.AbstractEventLoop | None",
+    "AsyncGenerator[None, None] | None",
+]
+"""An async client, the event loop it belongs to and its shutdown guard."""
+
+
 class _Secret:
     """Holds the API key; its repr never shows it."""
 
@@ -103,8 +116,9 @@ class ChatClient:
     ``model`` when a request leaves it out. ``label`` prefixes error messages (``"agent"``,
     ``"llm summarizer"``). ``transport`` / ``async_transport`` replace httpx's network
     transport (tests, proxies); ``sleep`` / ``asleep`` replace the backoff sleeps and ``rng``
-    the jitter. One ``httpx.Client`` (and, on first async use, one ``httpx.AsyncClient``)
-    serves every call; :meth:`close` releases them, and they reopen on demand.
+    the jitter. One ``httpx.Client`` serves every call, and one ``httpx.AsyncClient`` every
+    async call on one event loop (it is closed when that loop shuts down, or when a call
+    comes from another loop); :meth:`close` releases them, and they reopen on demand.
     """
 
     def __init__(
@@ -181,6 +195,8 @@ class ChatClient:
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
+        self._aclient_guard: AsyncGenerator[None, None] | None = None
+        self._closing: set[concurrent.futures.Future[None]] = set()
 
     def __repr__(self) -> str:
         key = "set" if self._key.get() else "none"
@@ -199,24 +215,65 @@ class ChatClient:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Close the HTTP client(s). The client can still be used: they reopen on demand."""
+        """Close the HTTP client(s). The client can still be used: they reopen on demand.
+
+        The async client is closed on its event loop: at once when that loop is idle, as a
+        task on it when it is running (a notebook's loop always is), by hand when it is
+        already closed (its connections' sockets are released directly).
+        """
         with self._lock:
             client, self._client = self._client, None
-            aclient, self._aclient = self._aclient, None
+            taken = self._take_async()
         if client is not None:
             client.close()
-        if aclient is not None:
-            loop = self._aclient_loop
-            self._aclient_loop = None
-            if loop is not None and not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(aclient.aclose())
+        self._release(*taken)
 
     async def aclose(self) -> None:
         """Close the clients from async code."""
-        aclient, self._aclient = self._aclient, None
-        if aclient is not None:
-            await aclient.aclose()
+        with self._lock:
+            aclient, loop, guard = self._take_async()
+        if aclient is not None and loop is asyncio.get_running_loop():
+            await _close_async(aclient, guard)
+        else:
+            self._release(aclient, loop, guard)
         self.close()
+
+    def _take_async(self) -> _AsyncState:
+        """Detach the async client, its loop and its guard (call with the lock held)."""
+        taken = (self._aclient, self._aclient_loop, self._aclient_guard)
+        self._aclient = self._aclient_loop = self._aclient_guard = None
+        return taken
+
+    def _forget(self, aclient: httpx.AsyncClient) -> None:
+        """Drop ``aclient`` if it is still the current one (its loop is shutting down)."""
+        with self._lock:
+            if self._aclient is aclient:
+                self._take_async()
+
+    def _release(
+        self,
+        aclient: httpx.AsyncClient | None,
+        loop: asyncio.AbstractEventLoop | None,
+        guard: AsyncGenerator[None, None] | None,
+    ) -> None:
+        """Close ``aclient`` (an ``httpx.AsyncClient`` bound to ``loop``) from sync code."""
+        if aclient is None or aclient.is_closed:
+            return
+        if loop is None or loop.is_closed():
+            _release_sockets(aclient)
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is None and not loop.is_running():
+            loop.run_until_complete(_close_async(aclient, guard))
+            return
+        # The loop is busy (running here or in another thread), or this thread runs another
+        # loop: hand the close to the client's own loop, which runs it when it gets to it.
+        future = asyncio.run_coroutine_threadsafe(_close_async(aclient, guard), loop)
+        self._closing.add(future)
+        future.add_done_callback(self._closing.discard)
 
     def __enter__(self) -> ChatClient:
         return self
@@ -239,13 +296,26 @@ class ChatClient:
             return self._client
 
     def _async_client(self) -> httpx.AsyncClient:
+        """The ``httpx.AsyncClient`` of the running event loop (one per loop).
+
+        A client from another loop is closed first. Each client is also closed when its loop
+        shuts down (``asyncio.run`` does that at its end): a guard registered as one of the
+        loop's async generators closes it in ``loop.shutdown_asyncgens()``.
+        """
         loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient_loop is not loop:
-            self._aclient = httpx.AsyncClient(
+        with self._lock:
+            current = self._aclient
+            if current is not None and self._aclient_loop is loop and not current.is_closed:
+                return current
+            old = self._take_async()
+            client = httpx.AsyncClient(
                 timeout=self.timeout, transport=self._async_transport, follow_redirects=False
             )
-            self._aclient_loop = loop
-        return self._aclient
+            guard = _shutdown_guard(weakref.ref(self), client)
+            self._aclient, self._aclient_loop, self._aclient_guard = client, loop, guard
+        _start(guard)
+        self._release(*old)
+        return client
 
     # ------------------------------------------------------------------ requests
 
@@ -298,11 +368,17 @@ class ChatClient:
         raise self._exhausted(last, attempts)
 
     def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the API key replaced by ``***``."""
+        """``text`` with every occurrence of the API key replaced by ``***``.
+
+        A piece of the key that some truncation left behind is scrubbed as well: any run of
+        at least ``8`` characters that starts the key or ends it (and, for a key of 16
+        characters or more, any run of at least 16 characters from inside it).
+        """
         key = self._key.get()
-        if key and len(key) >= 4:
-            text = text.replace(key, "***")
-        return text
+        if not key or len(key) < 4:
+            return text
+        text = text.replace(key, "***")
+        return _scrub_fragments(text, key)
 
     def _prepare(
         self, body: Mapping[str, Any], purpose: str | None
@@ -329,10 +405,11 @@ class ChatClient:
             try:
                 data = json.loads(response.content)
             except ValueError as exc:
+                # Redact the whole body before cutting it: a key cut in two survives redact().
                 raise EndpointError(
                     self.redact(
                         f"{self.label}: {self.url} answered HTTP {status} with a body that is "
-                        f"not JSON ({exc}): {_snippet(response.text)}"
+                        f"not JSON ({exc}): {_snippet(self.redact(response.text))}"
                     ),
                     status_code=status,
                     attempts=attempt,
@@ -345,14 +422,14 @@ class ChatClient:
                     attempts=attempt,
                 )
             return data
-        detail = self.redact(_error_detail(response))
+        detail = self.redact(_error_detail(response, self.redact))
         if status in _RETRY_STATUS or status >= 500:
             delay = _retry_after(response.headers.get("Retry-After"))
             raise _Retry(f"HTTP {status}: {detail}", delay, status)
         context_length = status in (400, 413, 422) and bool(_CONTEXT_LENGTH.search(detail))
         what = "the request exceeds the model's context window" if context_length else "rejected"
         raise EndpointError(
-            f"{self.label}: {self.url}: {what} (HTTP {status}): {detail}",
+            self.redact(f"{self.label}: {self.url}: {what} (HTTP {status}): {detail}"),
             status_code=status,
             attempts=attempt,
             context_length=context_length,
@@ -386,20 +463,79 @@ def _check_number(name: str, value: object, low: float, *, integer: bool = False
         raise ConfigError(f"ChatClient.{name}", accepted, value)
 
 
+async def _shutdown_guard(
+    owner: weakref.ref[ChatClient], client: httpx.AsyncClient
+) -> AsyncGenerator[None, None]:
+    """Suspended for the life of ``client``; closing the generator closes the client."""
+    try:
+        yield
+    finally:
+        chat = owner()
+        if chat is not None:
+            chat._forget(client)
+        await client.aclose()
+
+
+def _start(guard: AsyncGenerator[None, None]) -> None:
+    """Run ``guard`` to its ``yield``: the running loop now tracks it as one of its async
+    generators and closes it in ``shutdown_asyncgens()``."""
+    step = guard.asend(None).__await__()
+    with contextlib.suppress(StopIteration):
+        step.send(None)
+
+
+async def _close_async(
+    aclient: httpx.AsyncClient, guard: AsyncGenerator[None, None] | None
+) -> None:
+    if guard is not None:
+        await guard.aclose()
+    await aclient.aclose()
+
+
+def _release_sockets(aclient: httpx.AsyncClient) -> None:
+    """Free the sockets of an ``httpx.AsyncClient`` whose event loop is closed.
+
+    httpx can only close such a client with ``await aclose()``, which needs the loop it was
+    used on; with that loop closed, each pooled connection's asyncio transport is finished
+    by hand instead (what the loop would have run), so no socket is left open. Best effort:
+    anything not laid out as expected is left alone.
+    """
+    transports = [getattr(aclient, "_transport", None)]
+    transports += list(getattr(aclient, "_mounts", {}).values())
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        for connection in list(getattr(pool, "connections", None) or ()):
+            inner = getattr(connection, "_connection", None)
+            stream: Any = getattr(inner, "_network_stream", None)
+            stream = getattr(stream, "_stream", None)
+            stream = getattr(stream, "transport_stream", stream)  # TLS wraps the socket stream
+            raw = getattr(stream, "_transport", None)
+            if raw is None or getattr(raw, "_sock", None) is None:
+                continue
+            lost = getattr(raw, "_call_connection_lost", None)
+            if lost is not None:
+                with contextlib.suppress(Exception):  # best effort on a dead loop
+                    lost(None)
+
+
 def _retry_after(value: str | None) -> float | None:
     """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
     if not value:
         return None
     value = value.strip()
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        # "nan" and "inf" parse as floats; neither is a delay time.sleep accepts.
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return max(float(when.timestamp()) - time.time(), 0.0)
+    seconds = float(when.timestamp()) - time.time()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def _describe_timeout(exc: httpx.TimeoutException, timeout: httpx.Timeout) -> str:
@@ -419,17 +555,62 @@ def _snippet(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [+{len(text) - limit} chars]"
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
+    """The server's error message, ``redact``-ed before it is cut to a snippet."""
     try:
         data = json.loads(response.content)
     except ValueError:
-        return _snippet(response.text) or response.reason_phrase
+        return _snippet(redact(response.text)) or response.reason_phrase
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict):
             parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k)]
             if parts:
-                return _snippet(" | ".join(dict.fromkeys(parts)))
+                return _snippet(redact(" | ".join(dict.fromkeys(parts))))
         elif isinstance(error, str):
-            return _snippet(error)
-    return _snippet(response.text)
+            return _snippet(redact(error))
+    return _snippet(redact(response.text))
+
+
+_FRAGMENT_MIN = 8
+"""Shortest start or end of the key that :meth:`ChatClient.redact` scrubs on its own."""
+
+
+def _scrub_fragments(text: str, key: str) -> str:
+    """``text`` without pieces of ``key`` that a cut (of its head or its tail) left behind.
+
+    Scrubbed: a run of at least ``_FRAGMENT_MIN`` characters that starts the key or ends
+    it, and a run of at least twice that many from anywhere inside it.
+    """
+    n, m = len(key), _FRAGMENT_MIN
+    if n < 2 * m:
+        return text
+    grams = {key[j : j + m] for j in range(n - m + 1)}
+    out: list[str] = []
+    i = done = 0
+    while i <= len(text) - m:
+        if text[i : i + m] not in grams:
+            i += 1
+            continue
+        best = 0
+        for start in range(n - m + 1):
+            if key[start : start + m] != text[i : i + m]:
+                continue
+            length = m
+            while (
+                start + length < n
+                and i + length < len(text)
+                and key[start + length] == text[i + length]
+            ):
+                length += 1
+            edge = start == 0 or start + length == n
+            if length >= (m if edge else 2 * m):
+                best = max(best, length)
+        if best:
+            out.append(text[done:i])
+            out.append("***")
+            i = done = i + best
+        else:
+            i += 1
+    out.append(text[done:])
+    return "".join(out)

@@ -12,9 +12,11 @@ from typing import Any, Literal
 
 from .errors import ConfigError
 
-__all__ = ["ENGINES", "CompactionConfig", "RecallConfig"]
+__all__ = ["ENGINES", "MIN_SUMMARY_TOKENS", "CompactionConfig", "RecallConfig"]
 
 ENGINES = ("summary",)
+MIN_SUMMARY_TOKENS = 128
+"""The smallest ``max_summary_tokens``: a summary's eight section headings alone take ~70."""
 
 
 def _int(name: str, value: object, low: int, high: int | None = None) -> int:
@@ -68,7 +70,7 @@ class CompactionConfig:
             _int("retain_tokens", self.retain_tokens, 1)
         if self.recency_window_tokens is not None:
             _int("recency_window_tokens", self.recency_window_tokens, 1)
-        _int("max_summary_tokens", self.max_summary_tokens, 16)
+        _int("max_summary_tokens", self.max_summary_tokens, MIN_SUMMARY_TOKENS)
         _int("compaction_retries", self.compaction_retries, 0, 10)
         if not isinstance(self.auto, bool):
             raise ConfigError("auto", "True or False", self.auto)

@@ -208,7 +208,7 @@ class Dashr(Magics):
     ).tag(config=True)
     max_summary_tokens = Integer(
         _COMPACTION.max_summary_tokens,
-        help="Upper bound on a summary's size, in tokens (>= 16).",
+        help="Upper bound on a summary's size, in tokens (>= 128).",
     ).tag(config=True)
     compaction_retries = Integer(
         _COMPACTION.compaction_retries,

@@ -6,7 +6,10 @@ by a model through :meth:`Recall.call_tool`:
 
 ``history_outline()``
     the event count, every checkpoint (never elided), then the turns (elided in the middle
-    with an explicit marker when ``outline_max_chars`` is reached).
+    with an explicit marker when ``outline_max_chars`` is reached). The outline fits
+    ``outline_max_chars``: when not even one turn fits, the marker and the closing hint
+    are shortened or left out. Only when the header and the checkpoint lines alone exceed the
+    budget is the outline longer than it (then with the marker and the hint in full).
 ``history_read(checkpoint=None, seq=None, cursor=None)``
     exactly one argument: a checkpoint's exact shadowed span (in surface order, superseded
     checkpoints included), the whole log forward from a seq, or the next page of an earlier
@@ -39,7 +42,10 @@ Outline::
   events are the message events appended during it; it is ``visible`` when all of them are
   on the surface, ``shadowed`` when none is, else ``partly shadowed``. The first user message
   is collapsed to one line and cut at 80 characters with ``…``. The first turn and as many of
-  the newest turns as fit are shown; the marker stands where turns were left out.
+  the newest turns as fit are shown; the marker stands where turns were left out. When not
+  even one turn fits, the marker shrinks to ``… 30 turns not shown; history_read(seq=1)``,
+  then ``… 30 turns not shown``, and the ``recall:`` hint loses its checkpoint example, or
+  goes, until the outline fits ``outline_max_chars``.
 
 Read (one page)::
 
@@ -624,8 +630,13 @@ class Recall:
             head.append("checkpoints: none yet (nothing has been compacted)")
         head.append("turns:")
         example = f'history_read(checkpoint="{cps[-1].id}"), ' if cps else ""
-        hint = f'recall: {example}history_read(seq=N), history_search("phrase")'
-        budget = self.config.outline_max_chars - sum(len(x) + 1 for x in head) - len(hint)
+        hints = (
+            f'recall: {example}history_read(seq=N), history_search("phrase")',
+            'recall: history_read(seq=N), history_search("phrase")',
+            None,
+        )
+        limit = self.config.outline_max_chars
+        budget = limit - sum(len(x) + 1 for x in head) - len(hints[0] or "")
 
         count = len(turns)
         rows: dict[int, tuple[str, ...]] = {}
@@ -636,7 +647,7 @@ class Recall:
             row = self._turn_row(turns[i])
             line = " | ".join(row)
             after = self._elided(turns, included + 1)
-            marker_len = len(self._marker(turns, after)) + 1 if after else 0
+            marker_len = len(self._marker(turns, after) or "") + 1 if after else 0
             if used + len(line) + 1 + marker_len > budget:
                 break
             rows[i] = row
@@ -644,20 +655,29 @@ class Recall:
             included += 1
         elided = self._elided(turns, included)
 
-        turn_lines: list[str] = []
-        turn_rows: list[tuple[str, ...] | str] = []
-        for i in sorted(rows):
-            turn_lines.append(" | ".join(rows[i]))
-            turn_rows.append(rows[i])
-        if elided:
-            marker = self._marker(turns, elided)
-            at = 0 if elided[0] == 0 else 1
-            turn_lines.insert(at, marker)
-            turn_rows.insert(at, marker)
-        if not turns:
-            turn_lines.append("(no turns recorded)")
-            turn_rows.append("(no turns recorded)")
-        text = "\n".join([*head, *turn_lines, hint])
+        def compose(level: int, hint: str | None) -> tuple[str, list[tuple[str, ...] | str]]:
+            turn_rows: list[tuple[str, ...] | str] = [rows[i] for i in sorted(rows)]
+            marker = self._marker(turns, elided, level) if elided else None
+            if marker is not None and elided is not None:
+                turn_rows.insert(0 if elided[0] == 0 else 1, marker)
+            if not turns:
+                turn_rows.append("(no turns recorded)")
+            lines = [r if isinstance(r, str) else " | ".join(r) for r in turn_rows]
+            tail = [hint] if hint is not None else []
+            return "\n".join([*head, *lines, *tail]), turn_rows
+
+        # With the full marker and hint the shown turns fit by construction; when not even one
+        # turn did, the marker and then the hint get shorter until the outline fits. Only
+        # the checkpoints are never elided: when they alone exceed the budget, the outline is
+        # longer than it, and keeps the marker and the hint in full.
+        text, turn_rows = compose(0, hints[0])
+        hint: str | None = hints[0]
+        if len(text) > limit:
+            for level, h in _OUTLINE_FALLBACKS:
+                shorter, shorter_rows = compose(level, hints[h])
+                if len(shorter) <= limit:
+                    text, turn_rows, hint = shorter, shorter_rows, hints[h]
+                    break
         return RecallResult(text, "outline", _outline_html(header, cp_rows, turn_rows, hint))
 
     def _checkpoint_row(self, c: Checkpoint) -> tuple[str, ...]:
@@ -720,17 +740,22 @@ class Recall:
             return (0, count)
         return (1, count - (included - 1))
 
-    def _marker(self, turns: Sequence[Turn], span: tuple[int, int]) -> str:
+    def _marker(self, turns: Sequence[Turn], span: tuple[int, int], level: int = 0) -> str | None:
+        """The elision marker: in full (level 0), shorter (1, 2), or none at all (3)."""
         a, b = span
         first, last = turns[a], turns[b - 1]
         end = last.end_seq if last.end_seq is not None else len(self.session.events) - 1
         count = b - a
         which = f"turn {first.index}" if count == 1 else f"turns {first.index}-{last.index}"
         noun = "turn" if count == 1 else "turns"
-        return (
-            f"… {count} {noun} not shown ({which}, seqs {first.start_seq}-{end}); "
-            f"read them with history_read(seq={first.start_seq})"
-        )
+        if level == 0:
+            return (
+                f"… {count} {noun} not shown ({which}, seqs {first.start_seq}-{end}); "
+                f"read them with history_read(seq={first.start_seq})"
+            )
+        if level == 1:
+            return f"… {count} {noun} not shown; history_read(seq={first.start_seq})"
+        return f"… {count} {noun} not shown" if level == 2 else None
 
     # ------------------------------------------------------------------ read
 
@@ -1210,11 +1235,17 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- html
 
 
+_OUTLINE_FALLBACKS = ((0, 1), (1, 0), (1, 1), (2, 1), (1, 2), (2, 2), (3, 2))
+"""(marker level, hint level) pairs tried in turn when the full outline is over budget:
+marker 0 full, 1 short, 2 a count, 3 none; hint 0 full, 1 without the checkpoint example,
+2 none."""
+
+
 def _outline_html(
     header: str,
     cp_rows: Sequence[tuple[str, ...]],
     turn_rows: Sequence[tuple[str, ...] | str],
-    hint: str,
+    hint: str | None,
 ) -> str:
     esc = html.escape
     out = [f'<div class="dashr-recall dashr-outline"><p>{esc(header)}</p>']
@@ -1236,7 +1267,7 @@ def _outline_html(
             out.append(f'<tr><td colspan="5"><em>{esc(row)}</em></td></tr>')
         else:
             out.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>")
-    out.append(f"</tbody></table><p>{esc(hint)}</p></div>")
+    out.append("</tbody></table>" + (f"<p>{esc(hint)}</p>" if hint is not None else "") + "</div>")
     return "".join(out)
 
 

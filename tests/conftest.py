@@ -49,3 +49,21 @@ def _dashr_home(
     """Keep every test's default session location out of the real home directory."""
     monkeypatch.setenv("DASHR_HOME", str(tmp_path_factory.mktemp("dashr_home")))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _close_controllers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Close every controller a test made (releasing its file and lock) when the test ends."""
+    from dashr_ext.dashr import Dashr
+
+    made: list[Dashr] = []
+    original = Dashr.__init__
+
+    def tracking_init(self: Dashr, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Dashr, "__init__", tracking_init)
+    yield
+    for controller in made:
+        controller.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import linecache
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,18 +12,21 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import orphan_results
+from helpers import orphan_results, record_steps
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext.agent import (
+    CELL_SOURCES_KEPT,
     INTERRUPTED_CELL,
+    RUN_CELL,
     Agent,
     CellOutput,
     StepReport,
     agent_cell,
     run_cell,
+    run_cell_schema,
     truncate_output,
 )
 from dashr_ext.client import API_KEY_ENV, ChatClient
@@ -427,6 +431,31 @@ def test_malformed_and_unknown_tool_calls_get_error_results_and_the_turn_goes_on
     assert_consistent(dashr)
 
 
+def test_empty_arguments_of_a_parameterless_tool_mean_no_arguments(
+    server: ScriptedServer, dashr: Dashr
+) -> None:
+    record_steps(dashr, 20, 400, user="Fix the retry tests")
+    dashr.record_openai({"role": "assistant", "content": "done"})
+    checkpoint = dashr.compact()
+    assert checkpoint is not None
+    outline = {"id": "x1", "name": "history_outline", "arguments": ""}
+    server.script(chat_completion(None, tool_calls=[outline]), answer("ok"))
+    assert agent_for(dashr, server).run_turn("What was compacted?") == "ok"
+    [call] = [
+        c
+        for e in dashr.session.events
+        if e.type == "assistant/message"
+        for c in e.message.tool_calls
+        if c.id == "x1"
+    ]
+    assert call.arguments == "{}"
+    result = tool_results(dashr)[-1].message
+    assert result.is_error is False
+    assert result.text.startswith("history_outline — ")
+    assert f"{checkpoint.checkpoint} | summary seq {checkpoint.summary_seq}" in result.text
+    assert_consistent(dashr)
+
+
 def test_tool_output_is_truncated_with_an_explicit_marker(
     server: ScriptedServer, dashr: Dashr
 ) -> None:
@@ -434,7 +463,8 @@ def test_tool_output_is_truncated_with_an_explicit_marker(
     agent_for(dashr, server, tool_output_max_chars=500, namespace={}).run_turn("Print a lot.")
     [result] = tool_results(dashr)
     assert result.message.text == truncate_output("x" * 2000 + "\n", 500)
-    assert "\n… [output truncated: +1501 chars] …\n" in result.message.text
+    assert "\n… [output truncated: +1538 chars] …\n" in result.message.text
+    assert len(result.message.text) == 500
 
 
 def test_a_cell_cannot_start_a_nested_turn(server: ScriptedServer, dashr: Dashr) -> None:
@@ -590,13 +620,62 @@ def test_the_agent_runs_cells_in_the_shell_and_binds_this_sessions_archive(
 
 def test_truncate_output_keeps_the_head_and_the_tail_around_a_marker() -> None:
     text = "".join(f"{i:04d}\n" for i in range(1000))
+    # 300 characters in all: a 37-character marker, 2/3 of the rest head, 1/3 tail.
     assert truncate_output(text, 300) == (
-        text[:200] + "\n… [output truncated: +4700 chars] …\n" + text[-100:]
+        text[:175] + "\n… [output truncated: +4737 chars] …\n" + text[-88:]
     )
     assert truncate_output("short", 300) == "short"
 
 
+@pytest.mark.parametrize("length", [301, 337, 338, 1_000, 99_999, 100_000, 10_000_000])
+def test_truncated_output_never_exceeds_max_chars_marker_included(length: int) -> None:
+    text = "y" * length
+    out = truncate_output(text, 300)
+    marker = out[out.index("\n… [") : out.index("] …\n") + 4]
+    assert len(out) == 300
+    assert marker == f"\n… [output truncated: +{length - 300 + len(marker)} chars] …\n"
+
+
+def test_truncate_output_keeps_only_the_head_when_the_marker_does_not_fit() -> None:
+    assert truncate_output("abcdefghij" * 10, 20) == "abcdefghij" * 2
+
+
 # --------------------------------------------------------------------------- configuration
+
+
+def test_the_run_cell_schema_in_extra_tools_is_the_latest_agents_and_leaves_with_it(
+    dashr: Dashr,
+) -> None:
+    client = ChatClient("http://127.0.0.1:9/v1", "m", api_key=None)
+    other = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    dashr.extra_tools.append(other)
+
+    def names() -> list[object]:
+        return [t["function"]["name"] for t in dashr.extra_tools]
+
+    first = Agent(dashr, client=client, tool_output_max_chars=5000)
+    assert names() == ["lookup", RUN_CELL]
+    before = dashr.measure().total
+    second = Agent(dashr, client=client, tool_output_max_chars=6000)
+    assert names() == ["lookup", RUN_CELL]
+    assert dashr.extra_tools[1] == run_cell_schema(6000)
+    assert dashr.measure().total == before  # one schema counted, not two
+    first.close()  # no longer first's entry: left alone
+    assert dashr.extra_tools[1] == run_cell_schema(6000)
+    second.close()
+    assert dashr.extra_tools == [other]
+
+
+def test_plain_namespace_cells_keep_a_bounded_number_of_sources_in_linecache() -> None:
+    namespace: dict[str, Any] = {}
+    run_cell("def f():\n    return 1 / 0", namespace=namespace)
+    out = run_cell("f()", namespace=namespace)  # f's cell is recent: its line is shown
+    assert out.error is not None and "    return 1 / 0" in out.error.splitlines()
+    for i in range(3 * CELL_SOURCES_KEPT):
+        run_cell(f"x = {i}", namespace=namespace)
+    cells = [name for name in linecache.cache if name.startswith("<agent-cell-")]
+    assert len(cells) == CELL_SOURCES_KEPT
+    assert linecache.getline(cells[-1], 1) == f"x = {3 * CELL_SOURCES_KEPT - 1}"
 
 
 def test_agent_configuration_and_arguments_are_validated(dashr: Dashr) -> None:

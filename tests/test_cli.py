@@ -162,3 +162,107 @@ def test_bad_flags_exit_2_with_a_one_line_usage_error() -> None:
         check=False,
     )
     assert helped.returncode == 0 and "--recency-window-tokens" in helped.stdout
+
+
+def test_demo_that_never_compacts_prints_the_outline_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(
+        capsys, "demo", "--recency-window-tokens", "100000", "--retain-tokens", "1500"
+    )
+    assert (code, err) == (0, "")
+    assert re.match(r"dashr demo: \d+ events, 0 compaction passes", out)
+    assert "history_outline — " in out
+    assert re.search(
+        r"^nothing was compacted: the session \(~\d+ tokens\) never went over the trigger "
+        r"\(100000 tokens\); try a smaller --recency-window-tokens$",
+        out,
+        flags=re.M,
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--recency-window-tokens", "0"],
+            "dashr demo: recency_window_tokens: expected an integer >= 1, got 0\n",
+        ),
+        (
+            ["--recency-window-tokens", "3000", "--retain-tokens", "5000"],
+            "dashr demo: retain_tokens: expected fewer tokens than recency_window_tokens "
+            "(3000), got 5000\n",
+        ),
+    ],
+)
+def test_demo_flags_are_checked_by_the_compaction_config(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "demo", *flags) == (1, "", message)
+
+
+MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+
+
+def test_a_failed_import_leaves_no_file_and_the_same_output_path_works_after(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([*MESSAGES, {"role": "bogus", "content": "x"}]))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(MESSAGES))
+    out_file = tmp_path / "out.jsonl"
+    code, out, err = run(capsys, "import", str(bad), "--format", "openai", "-o", str(out_file))
+    assert (code, out) == (1, "")
+    assert err == (
+        "dashr import: messages[2].role: expected 'system', 'user', 'assistant' or 'tool', "
+        "got 'bogus'\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "good.json"]
+    code, out, _ = run(capsys, "import", str(good), "--format", "openai", "-o", str(out_file))
+    assert code == 0 and out.startswith(f"{out_file}: ")
+    assert [m["role"] for m in json_messages(out_file)] == ["user", "assistant"]
+
+
+def json_messages(path: Path) -> list[dict[str, object]]:
+    from dashr_ext import Dashr
+
+    with Dashr.open(path, read_only=True) as d:
+        return d.session.messages()
+
+
+def test_import_never_touches_an_existing_output_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(MESSAGES))
+    existing = tmp_path / "existing.jsonl"
+    existing.write_text("precious\n")
+    code, out, err = run(capsys, "import", str(good), "--format", "openai", "-o", str(existing))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"dashr import: {existing}: already exists (left untouched); choose another -o path\n"
+    )
+    assert existing.read_text() == "precious\n"
+
+
+def test_an_import_failing_while_writing_removes_the_file_it_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashr_ext.store import Store
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(MESSAGES))
+    out_file = tmp_path / "out.jsonl"
+    append = Store.append
+
+    def disk_full_after_the_header(self: Store, objs: list[dict[str, object]]) -> object:
+        if objs and objs[0].get("type") != "session/header":
+            raise OSError(28, "No space left on device")
+        return append(self, objs)
+
+    monkeypatch.setattr(Store, "append", disk_full_after_the_header)
+    code, out, err = run(capsys, "import", str(good), "--format", "openai", "-o", str(out_file))
+    assert (code, out) == (1, "")
+    assert err.startswith("dashr import: ") and "No space left on device" in err
+    assert not out_file.exists()

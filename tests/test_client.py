@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import warnings
+from pathlib import Path
 
 import httpx
 import pytest
+from helpers import record_steps
 
+from dashr_ext import CompactionConfig, CompactionWarning, Dashr
 from dashr_ext.client import PURPOSE_HEADER, ChatClient
 from dashr_ext.errors import (
     ConfigError,
@@ -14,13 +20,14 @@ from dashr_ext.errors import (
     SummarizerEndpointError,
     SummarizerError,
 )
-from dashr_ext.testing import chat_completion, context_length_error
+from dashr_ext.summarizers.llm import LLMSummarizer
+from dashr_ext.testing import Reply, ScriptedServer, chat_completion, context_length_error
 
 KEY = "sk-client-1234567890-SECRET"
 
 
 def client_for(
-    *replies: httpx.Response, seen: list[httpx.Request], **options: object
+    *replies: httpx.Response, seen: list[httpx.Request], key: str = KEY, **options: object
 ) -> ChatClient:
     queue = iter(replies)
 
@@ -31,7 +38,7 @@ def client_for(
     return ChatClient(
         "https://api.example.test/v1",
         "model-a",
-        KEY,
+        key,
         transport=httpx.MockTransport(handler),
         sleep=lambda seconds: None,
         **options,  # type: ignore[arg-type]
@@ -104,3 +111,141 @@ def test_configuration_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DASHR_MODEL", "qwen")
     client = ChatClient()
     assert (client.url, client.model) == ("http://localhost:8000/v1/chat/completions", "qwen")
+
+
+# --------------------------------------------------------------------------- the key at a cut
+
+LONG_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+
+
+def key_pieces(text: str) -> list[str]:
+    """Every start of LONG_KEY of 8 characters or more that appears in ``text``."""
+    return [LONG_KEY[:n] for n in range(8, len(LONG_KEY) + 1) if LONG_KEY[:n] in text]
+
+
+def test_a_key_echoed_across_the_snippet_cut_is_scrubbed_whole() -> None:
+    # 290 characters of message, then the key: the 300-character snippet ends inside it.
+    message = "Incorrect API key provided. " + "x" * 257 + " key=" + LONG_KEY
+    reply = httpx.Response(401, json={"error": {"message": message, "type": "invalid_request"}})
+    client = client_for(reply, seen=[], key=LONG_KEY)
+    with pytest.raises(EndpointError) as info:
+        client.complete({"messages": []})
+    text = str(info.value)
+    assert key_pieces(text) == []
+    assert "key=***" in text
+
+
+def test_redact_scrubs_a_piece_of_the_key_left_by_someone_elses_cut() -> None:
+    client = ChatClient("https://api.example.test/v1", "m", LONG_KEY)
+    assert client.redact(f"head {LONG_KEY[:20]}… [+48 chars]") == "head ***… [+48 chars]"
+    assert client.redact(f"…{LONG_KEY[-12:]} tail") == "…*** tail"
+    assert client.redact("a key looks like sk-12345") == "a key looks like sk-12345"
+
+
+def test_a_key_in_a_summarizer_error_reaches_neither_the_warning_nor_the_session_log(
+    tmp_path: Path,
+) -> None:
+    message = "Incorrect API key provided: " + "x" * 262 + LONG_KEY
+    path = tmp_path / "s.jsonl"
+    with ScriptedServer(default=Reply(401, {"error": {"message": message}})) as server:
+        summarizer = LLMSummarizer(
+            base_url=server.base_url, model="m", api_key=LONG_KEY, max_retries=0
+        )
+        config = CompactionConfig(recency_window_tokens=3000, retain_tokens=500)
+        dashr = Dashr.create(path, config=config, summarizer=summarizer)
+        record_steps(dashr, 20, 400, user="fix it")
+        dashr.record_openai({"role": "assistant", "content": "done"})
+        with pytest.warns(CompactionWarning, match="HTTP 401") as caught:
+            dashr.request_messages()
+        dashr.close()
+    assert [key_pieces(str(w.message)) for w in caught] == [[]]
+    assert "Incorrect API key provided" in path.read_text(encoding="utf-8")
+    assert key_pieces(path.read_text(encoding="utf-8")) == []
+
+
+# --------------------------------------------------------------------------- Retry-After
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_backoff(value: str) -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    busy = httpx.Response(
+        429, json={"error": {"message": "slow down"}}, headers={"Retry-After": value}
+    )
+    ok = httpx.Response(200, json=chat_completion("hi").body)
+    client = client_for(busy, ok, seen=seen, max_retries=2, backoff_base=0.5)
+    client._sleep = slept.append
+    data = client.complete({"messages": []})
+    assert data["choices"][0]["message"]["content"] == "hi"
+    assert len(seen) == 2
+    assert len(slept) == 1 and 0.25 <= slept[0] <= 0.5  # the first backoff step, jittered
+
+
+# --------------------------------------------------------------------------- async clients
+
+
+def test_async_clients_are_closed_when_their_loop_ends_and_by_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created: list[httpx.AsyncClient] = []
+
+    class Recorded(httpx.AsyncClient):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            created.append(self)
+
+    monkeypatch.setattr(httpx, "AsyncClient", Recorded)
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    gc.collect()  # what earlier tests left behind is not this test's to report
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ScriptedServer(default=chat_completion("hi")) as server:
+            client = ChatClient(server.base_url, "m", api_key="k")
+            asyncio.run(client.acomplete(body))
+            asyncio.run(client.acomplete(body))
+            client.close()
+        gc.collect()
+    assert len(created) == 2  # one per event loop
+    assert [c.is_closed for c in created] == [True, True]
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_close_closes_the_async_client_of_an_idle_or_a_running_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created: list[httpx.AsyncClient] = []
+
+    class Recorded(httpx.AsyncClient):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            created.append(self)
+
+    monkeypatch.setattr(httpx, "AsyncClient", Recorded)
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+
+    async def close_inside(client: ChatClient) -> bool:
+        await client.acomplete(body)
+        client.close()  # sync close while the loop runs, as in a notebook cell
+        await asyncio.sleep(0.05)
+        return created[-1].is_closed
+
+    gc.collect()  # what earlier tests left behind is not this test's to report
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ScriptedServer(default=chat_completion("hi")) as server:
+            client = ChatClient(server.base_url, "m", api_key="k")
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(client.acomplete(body))
+            client.close()  # the loop is open and idle
+            assert created[-1].is_closed
+            loop.close()
+            assert asyncio.run(close_inside(client)) is True
+            # A loop closed without shutting down its async generators: the sockets are freed.
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(client.acomplete(body))
+            loop.close()
+            client.close()
+        gc.collect()
+    assert len(created) == 3
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from helpers import ScriptedSummarizer, orphan_results, record_steps
 
 from dashr_ext import CompactionConfig, CompactionWarning, Dashr
+from dashr_ext.config import MIN_SUMMARY_TOKENS
 from dashr_ext.errors import (
     CompactionError,
     CompactionInProgressError,
@@ -84,6 +86,12 @@ def test_recency_window_triggers_below_the_model_threshold() -> None:
         ({"compaction_retries": 11}, "compaction_retries", "an integer in [0, 10], got 11"),
         ({"context_window_tokens": "big"}, "context_window_tokens", "got 'big'"),
         ({"auto": "yes"}, "auto", "expected True or False, got 'yes'"),
+        (
+            {"max_summary_tokens": 127},
+            "max_summary_tokens",
+            "max_summary_tokens: expected an integer >= 128, got 127",
+        ),
+        ({"max_summary_tokens": 16}, "max_summary_tokens", "expected an integer >= 128, got 16"),
     ],
 )
 def test_bad_configuration_names_field_range_and_value(
@@ -94,6 +102,25 @@ def test_bad_configuration_names_field_range_and_value(
     assert info.value.field == field
     assert text in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+def test_the_smallest_max_summary_tokens_still_compacts_with_the_default_summarizer() -> None:
+    config = CompactionConfig(
+        recency_window_tokens=3000,
+        retain_tokens=500,
+        max_summary_tokens=MIN_SUMMARY_TOKENS,
+        compaction_retries=0,
+    )
+    d = Dashr.create(in_memory=True, config=config)  # the extractive summarizer
+    record_steps(d, 20, 400, user="Fix it")
+    d.record_openai({"role": "assistant", "content": "done"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompactionWarning)
+        d.request_messages()
+    [checkpoint] = d.checkpoints()
+    [summary] = [e for e in d.session.events if e.type == "compaction/summary"]
+    assert summary.data["checkpoint"] == checkpoint.id
+    assert d.meter.count_text(summary.data["summary"]) <= MIN_SUMMARY_TOKENS
 
 
 # --------------------------------------------------------------------------- a pass
@@ -335,6 +362,8 @@ def test_an_orphan_start_from_a_killed_process_never_blocks(tmp_path: Path) -> N
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert lines[-1]["type"] == "compaction/start"
     with pytest.warns(UserWarning, match="never finished"):

@@ -700,3 +700,24 @@ def test_agent_cell_bad_input_is_a_one_line_usage_error(
     )
     run(ip, "%config Dashr.agent_max_steps = 0")  # rejected by the trait, old value kept
     assert magics(ip).agent_max_steps == 30
+
+
+def test_changing_agent_options_leaves_one_run_cell_schema_in_the_envelope(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashr_ext.agent import run_cell_schema
+
+    monkeypatch.setenv("DASHR_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("DASHR_MODEL", "m")
+    run(ip, "%load_ext dashr_ext")
+    d = controller(ip)
+    empty = d.measure().total
+    magics(ip)._agent_for_cell()
+    with_agent = d.measure().total
+    for limit in (5000, 6000):
+        run(ip, f"%config Dashr.agent_tool_output_max_chars = {limit}")
+        magics(ip)._agent_for_cell()
+    assert d.extra_tools == [run_cell_schema(6000)]
+    assert d.measure().total - empty == with_agent - empty  # counted once
+    run(ip, "%config Dashr.agent_tool_output_max_chars = 7000")  # drops the agent
+    assert d.extra_tools == []

@@ -268,6 +268,61 @@ def test_outline_elides_middle_turns_with_a_marker_within_budget(
         assert int(marker.group(3)) + 1 == int(lines[5].split()[4].split("-")[0])
 
 
+def thirty_turns(tmp_path: Path, clock: Callable[[], int]) -> Dashr:
+    d = Dashr.create(tmp_path / "s.jsonl", summarizer=ScriptedSummarizer(), clock=clock)
+    for t in range(30):
+        d.record_openai({"role": "user", "content": f"request number {t} " + "y" * (t * 7)})
+        d.record_openai({"role": "assistant", "content": "answer"})
+    return d
+
+
+@pytest.mark.parametrize(
+    ("budget", "tail"),
+    [
+        (
+            260,
+            [
+                "… 30 turns not shown (turns 1-30, seqs 1-180); read them with history_read(seq=1)",
+                'recall: history_read(seq=N), history_search("phrase")',
+            ],
+        ),
+        (
+            230,
+            [
+                "… 30 turns not shown; history_read(seq=1)",
+                'recall: history_read(seq=N), history_search("phrase")',
+            ],
+        ),
+        (
+            200,
+            ["… 30 turns not shown", 'recall: history_read(seq=N), history_search("phrase")'],
+        ),
+    ],
+)
+def test_an_outline_without_room_for_a_turn_shortens_the_marker_to_fit(
+    budget: int, tail: list[str], tmp_path: Path, clock: Callable[[], int]
+) -> None:
+    with thirty_turns(tmp_path, clock) as d:
+        text = str(recall_of(d, outline_max_chars=budget).outline())
+    assert len(text) <= budget
+    assert text.split("\n") == [
+        "history_outline — 181 events (seqs 0-180), 0 checkpoints, 30 turns",
+        "checkpoints: none yet (nothing has been compacted)",
+        "turns:",
+        *tail,
+    ]
+
+
+@pytest.mark.parametrize("budget", range(200, 1200, 13))
+def test_an_outline_without_checkpoints_always_fits_its_budget(
+    budget: int, tmp_path: Path, clock: Callable[[], int]
+) -> None:
+    with thirty_turns(tmp_path, clock) as d:
+        outline = recall_of(d, outline_max_chars=budget).outline()
+    assert len(str(outline)) <= budget
+    assert "turns not shown" in str(outline)
+
+
 def test_checkpoints_are_never_elided_even_beyond_the_budget(d: Dashr) -> None:
     r = recall_of(d, outline_max_chars=200)
     lines = str(r.outline()).split("\n")

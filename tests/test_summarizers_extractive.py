@@ -21,6 +21,7 @@ from corpus_events import (
     user,
 )
 
+from dashr_ext.config import MIN_SUMMARY_TOKENS
 from dashr_ext.errors import ConfigError, SummarizerError
 from dashr_ext.events import Event
 from dashr_ext.meter import TokenMeter
@@ -305,7 +306,7 @@ def test_parse_summary_splits_sections_and_keeps_continuations() -> None:
 # --------------------------------------------------------------------------- budget
 
 
-@pytest.mark.parametrize("budget", [4000, 1000, 400])
+@pytest.mark.parametrize("budget", [4000, 1000, 400, MIN_SUMMARY_TOKENS])
 def test_respects_max_summary_tokens(budget: int) -> None:
     span = first_span() + second_span()
     text = summarize(span * 1, budget=budget)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import archive as archive_mod
+from ..config import MIN_SUMMARY_TOKENS
 from ..errors import CompactionError, CompactionInProgressError, SummarizerError, SurfaceError
 from ..events import Event, now_ms
 from ..meter import MESSAGE_OVERHEAD_TOKENS
@@ -239,7 +240,7 @@ class CompactionEngine:
                     stacklevel=3,
                 )
                 break
-            budget = max(16, budget // 2)
+            budget = max(MIN_SUMMARY_TOKENS, budget // 2)
         return results
 
     def _select_retry(self) -> tuple[int, int] | None:
