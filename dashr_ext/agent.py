@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from .compaction.base import checkpoint_of
+from .display import PlainText
 from .errors import AgentError, ConfigError, EndpointError, RecallError
 from .prompts import render
 from .recall import TOOL_NAMES
@@ -359,7 +360,7 @@ class StepReport:
         return " · ".join(parts)
 
 
-class AgentReply(str):
+class AgentReply(PlainText):
     """The final assistant text of a turn (``str``), with how the turn went.
 
     ``reason`` is ``"completed"`` or ``"max-steps"`` (then the text is the last assistant text,
@@ -387,13 +388,6 @@ class AgentReply(str):
         obj.steps = steps
         obj.checkpoints = checkpoints
         return obj
-
-    @property
-    def text(self) -> str:
-        return str.__str__(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
 
 # --------------------------------------------------------------------------- the loop

@@ -121,6 +121,7 @@ from typing import Any
 from .archive import render_image
 from .compaction.base import Checkpoint, checkpoint_of, checkpoints
 from .config import RecallConfig
+from .display import PlainText
 from .errors import ConfigError, RecallError
 from .events import SURFACE_TYPES, Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from .prompts import render
@@ -170,7 +171,7 @@ _WS = re.compile(r"\s+")
 # --------------------------------------------------------------------------- results
 
 
-class RecallResult(str):
+class RecallResult(PlainText):
     """The plain text of a recall call (what ``print()`` shows an agent), plus rich display.
 
     The value is exactly the text of SPEC 8. ``repr()`` stays the ordinary quoted ``str``
@@ -188,14 +189,6 @@ class RecallResult(str):
         obj.kind = kind
         obj.html = html_text if html_text is not None else _pre(text)
         return obj
-
-    @property
-    def text(self) -> str:
-        """The plain text as an exact ``str``."""
-        return str.__str__(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
     def _repr_html_(self) -> str:
         return self.html
