@@ -1,0 +1,28 @@
+"""The README's Python examples run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_the_quick_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    tour = python_blocks()[0]
+    assert "Dashr.create" in tour
+    namespace: dict[str, object] = {}
+    exec(compile(tour, "README.md (quick tour)", "exec"), namespace)
+    assert (tmp_path / "agent.jsonl").is_file()
+    from dashr_ext import Dashr
+
+    with Dashr.open(tmp_path / "agent.jsonl", read_only=True) as d:
+        roles = [m["role"] for m in d.session.messages()]
+        assert roles == ["system", "user", "assistant"]
