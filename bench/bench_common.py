@@ -57,3 +57,12 @@ def record_section(heading: str, body: str) -> None:
         tail = "" if end == -1 else text[end + 1 :]
         text = text[:start] + block + ("\n" + tail if tail else "")
     RESULTS.write_text(text, encoding="utf-8")
+
+
+def table_lines(rows: list[tuple[str, str]]) -> list[str]:
+    """A two-column Markdown table of (measurement, result) rows."""
+    return [
+        "| measurement | result |",
+        "| --- | --- |",
+        *(f"| {name} | {value} |" for name, value in rows),
+    ]

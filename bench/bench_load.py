@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
+from bench_common import RESULTS, join_notes, machine_note_list, record_section, table_lines  # noqa: E402
 
 SECTION = "## Extension load (bench/bench_load.py)"
 TARGET_MS = 300.0
@@ -118,9 +118,7 @@ def record(rows: list[tuple[str, str]], checks: list[str], reps: int) -> None:
         "",
         *(f"* {check}" for check in checks),
         "",
-        "| measurement | result |",
-        "| --- | --- |",
-        *(f"| {name} | {value} |" for name, value in rows),
+        *table_lines(rows),
     ]
     record_section(SECTION, "\n".join(body))
 

@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
+from bench_common import RESULTS, join_notes, machine_note_list, record_section, table_lines  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr, RecallConfig  # noqa: E402
 from dashr_ext.events import Event, Replace  # noqa: E402
@@ -355,9 +355,7 @@ def record(rows: list[tuple[str, str]], notes: list[str], seconds: float) -> Non
         "",
         *(f"* {line}" for line in TARGETS),
         "",
-        "| measurement | result |",
-        "| --- | --- |",
-        *(f"| {name} | {value} |" for name, value in rows),
+        *table_lines(rows),
     ]
     record_section(SECTION, "\n".join(body))
 

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_common import RESULTS, join_notes, machine_note_list, record_section  # noqa: E402
+from bench_common import RESULTS, join_notes, machine_note_list, record_section, table_lines  # noqa: E402
 
 from dashr_ext.events import Event  # noqa: E402
 from dashr_ext.store import Durability, Store  # noqa: E402
@@ -369,9 +369,7 @@ def record(rows: list[tuple[str, str]], notes: list[str], checks: list[str], tmp
         "",
         *(f"* {check}" for check in checks),
         "",
-        "| measurement | result |",
-        "| --- | --- |",
-        *(f"| {name} | {value} |" for name, value in rows),
+        *table_lines(rows),
     ]
     record_section(SECTION, "\n".join(body))
 
