@@ -91,7 +91,8 @@ Search::
     scanned 37, matched 2, truncated false
 
   With ``checkpoint`` the header reads ``history_search "…" in checkpoint c20 — …``. Hits are
-  in seq order; ``matched`` counts events, not occurrences. The owning checkpoint is the one
+  in seq order, originals first and checkpoint summaries (which echo what they condensed)
+  after them; ``matched`` counts events, not occurrences. The owning checkpoint is the one
   whose shadowed span holds the event (an event shadowed by c20 stays ``c20`` after c30
   supersedes c20, because ``history_read("c20")`` is where it is read); visible events show
   ``(visible)``. The snippet is one line (whitespace runs collapsed) of at most 240
@@ -927,6 +928,13 @@ class Recall:
                 if seq not in executing
             ]
             scanned = len(self._msg_seqs) - len(executing)
+        # Originals first: checkpoint summaries repeat what they condensed, so their echoes of
+        # a phrase would otherwise crowd out the original it came from.
+        events = self.session.events
+        summaries = [s for s in matched if checkpoint_of(events[s]) is not None]
+        if summaries:
+            taken = set(summaries)
+            matched = [s for s in matched if s not in taken] + summaries
         return self._search_result(query, phrase, cp, scanned, matched, limit)
 
     def _hit(self, seq: int, phrase: str) -> _Hit:

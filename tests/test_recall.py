@@ -1047,3 +1047,28 @@ def test_distinctive_lines_of_shadowed_tool_results_are_found_and_read(path: Pat
             lines[1] == f"1. seq {seq} | shadowed | {owner[seq]} | " + lines[1].rsplit(" | ", 1)[1]
         )
         assert line in reads[owner[seq]]
+
+
+def test_search_lists_originals_before_checkpoint_summaries_that_echo_them(
+    tmp_path: Path, clock: Any
+) -> None:
+    echo = ScriptedSummarizer(text="## Errors and Fixes\n- `ValueError: bad budget 7` in retry.py")
+    d = Dashr.create(
+        tmp_path / "s.jsonl",
+        config=CompactionConfig(recency_window_tokens=3000, retain_tokens=600),
+        summarizer=echo,
+        meter=TokenMeter("chars"),
+        clock=clock,
+    )
+    d.record_openai({"role": "user", "content": "why does it fail? ValueError: bad budget 7"})
+    record_steps(d, 20, chars=500)
+    d.compact()
+    record_steps(d, 20, chars=500, first=100, user="still failing: ValueError: bad budget 7")
+    d.compact()
+    text = d.history_search("bad budget 7")
+    hits = re.findall(r"^\d+\. seq (\d+) \| (\w+) \| (\S+) \|", text, flags=re.M)
+    nodes = {c.node_seq for c in d.checkpoints()}
+    kinds = ["summary" if int(seq) in nodes else "original" for seq, _, _ in hits]
+    assert kinds[0] == "original" and "summary" in kinds
+    assert kinds == sorted(kinds)  # every original before every summary echo
+    assert hits[0][0] == "2"  # the user's own message
