@@ -109,6 +109,8 @@ class _TurnState:
     """Surface seq -> (turn, step) for nodes appended while that step was open."""
     open_step_seqs: list[int] = field(default_factory=list)
     """Seqs appended to the open step, in order (empty when no step is open)."""
+    closed: list[Turn] = field(default_factory=list)
+    """``Turn`` objects of the leading closed turns, built on demand."""
 
     def add_to_open_step(self, seq: int) -> None:
         if self.open_step is not None:
@@ -495,16 +497,12 @@ class Session:
 
     @property
     def turns(self) -> list[Turn]:
-        return [
-            Turn(
-                index=t["index"],
-                start_seq=t["start"],
-                end_seq=t["end"],
-                reason=t["reason"],
-                steps=tuple(Step(t["index"], s["index"], s["start"], s["end"]) for s in t["steps"]),
-            )
-            for t in self._turn_state.turns
-        ]
+        """Every turn, oldest first (closed turns are built once and reused)."""
+        st = self._turn_state
+        done = st.closed
+        while len(done) < len(st.turns) and st.turns[len(done)]["end"] is not None:
+            done.append(_turn(st.turns[len(done)]))  # a closed turn never changes again
+        return [*done, *(_turn(t) for t in st.turns[len(done) :])]
 
     @property
     def open_turn(self) -> int | None:
@@ -859,6 +857,11 @@ class Session:
         from .formats.openai import record_openai
 
         return record_openai(self, message)
+
+
+def _turn(t: Mapping[str, Any]) -> Turn:
+    steps = tuple(Step(t["index"], s["index"], s["start"], s["end"]) for s in t["steps"])
+    return Turn(t["index"], t["start"], t["end"], t["reason"], steps)
 
 
 _MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})

@@ -358,3 +358,14 @@ def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
         ]
     with Session.open(path, read_only=True) as r:
         assert r.turns == live
+
+
+def test_closed_turns_are_built_once_and_the_open_turn_follows_the_log(session: Session) -> None:
+    session.record_openai([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    session.record_openai({"role": "user", "content": "c"})
+    first = session.turns
+    assert [t.is_open for t in first] == [False, True]
+    session.record_openai({"role": "assistant", "content": "d"})
+    second = session.turns
+    assert second[0] is first[0]  # closed: reused, not rebuilt
+    assert second[1] != first[1] and not second[1].is_open
