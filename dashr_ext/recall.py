@@ -120,7 +120,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .archive import render_image
-from .compaction.base import Checkpoint, checkpoint_of, checkpoints
+from .compaction.base import Checkpoint, CheckpointIndex, checkpoint_of
 from .config import RecallConfig
 from .display import PlainText
 from .errors import ConfigError, RecallError
@@ -526,6 +526,7 @@ class Recall:
     def _reset(self) -> None:
         self._seen = 0
         self._msg_seqs: list[int] = []
+        self._index = CheckpointIndex()
         self._cps: list[Checkpoint] = []
         self._cp_by_id: dict[str, Checkpoint] = {}
         self._cp_range: dict[str, tuple[int, int]] = {}
@@ -551,20 +552,18 @@ class Recall:
             self._reset()
         if n == self._seen:
             return
-        new_checkpoint = False
         msg_seqs = self._msg_seqs
         for seq in range(self._seen, n):
-            event = events[seq]
-            if event.type in SURFACE_TYPES:
+            if events[seq].type in SURFACE_TYPES:
                 msg_seqs.append(seq)
-                if event.type == "user/message" and checkpoint_of(event) is not None:
-                    new_checkpoint = True
         self._seen = n
-        if new_checkpoint:
-            self._cps = checkpoints(self.session)
+        known = len(self._cps)
+        if self._index.update(self.session):  # only the events since the last call are read
+            self._cps = list(self._index.items)
             self._cp_by_id = {c.id: c for c in self._cps}
-            self._cp_range = {c.id: (min(c.shadowed_seqs), max(c.shadowed_seqs)) for c in self._cps}
-            self._owner = {seq: c.id for c in self._cps for seq in c.shadowed_seqs}
+            for c in self._cps[known:]:
+                self._cp_range[c.id] = (min(c.shadowed_seqs), max(c.shadowed_seqs))
+                self._owner.update(dict.fromkeys(c.shadowed_seqs, c.id))
 
     def _sync_search(self) -> None:
         index = self._search

@@ -565,3 +565,24 @@ def test_a_refused_controller_leaves_no_session_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="summarizer"):
         Dashr.create(path, summarizer="magic")
     assert not path.exists()
+
+
+def test_the_checkpoint_index_folds_only_new_events_and_equals_a_full_scan(
+    tmp_path: Path, clock: Any
+) -> None:
+    from dashr_ext.compaction.base import CheckpointIndex, checkpoints
+
+    d = make(tmp_path, clock, recency_window_tokens=3000, retain_tokens=600)
+    index = CheckpointIndex()
+    for i in range(3):
+        record_steps(d, 20, chars=500, first=100 * i, user=f"request {i}")
+        assert index.update(d.session) is False  # plain messages add no checkpoint
+        d.compact()
+        assert index.update(d.session) is True
+        assert index.items == checkpoints(d.session)
+    first, second, third = index.items
+    assert (first.superseded_by, second.superseded_by, third.superseded_by) == (
+        second.id,
+        third.id,
+        None,
+    )

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_SOURCE",
     "Checkpoint",
+    "CheckpointIndex",
     "CompactionEngine",
     "CompactionResult",
     "CompactionWarning",
@@ -94,38 +95,66 @@ class Checkpoint:
     trigger: str
 
 
+class CheckpointIndex:
+    """Committed checkpoints of one session, folded incrementally as its log grows.
+
+    :meth:`update` reads only the events appended since the last call: a checkpoint node
+    adds its checkpoint and marks every earlier checkpoint whose node it shadows as
+    superseded. Events never change once appended, so nothing else needs revisiting.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Checkpoint] = []
+        self._seen = 0
+        self._by_node: dict[int, int] = {}
+
+    def update(self, session: Session) -> bool:
+        """Fold the new events; True when a checkpoint was added or superseded."""
+        events = session.events
+        changed = False
+        for seq in range(self._seen, len(events)):
+            checkpoint = checkpoint_of(events[seq])
+            summary_seq = _summary_seq(checkpoint)
+            if checkpoint is None or summary_seq is None or summary_seq >= seq:
+                continue
+            summary = events[summary_seq]
+            if summary.type != "compaction/summary" or summary.data["checkpoint"] != checkpoint:
+                continue
+            data = summary.data
+            for shadowed in data["shadowedSeqs"]:
+                i = self._by_node.get(shadowed)
+                if i is not None:
+                    self.items[i] = replace(self.items[i], superseded_by=checkpoint)
+            self._by_node[seq] = len(self.items)
+            self.items.append(
+                Checkpoint(
+                    id=checkpoint,
+                    summary_seq=summary_seq,
+                    shadowed_seqs=tuple(data["shadowedSeqs"]),
+                    shadowed_tokens=int(data["shadowedTokenCount"]),
+                    superseded_by=None,
+                    time=summary.time,
+                    preview=summary_preview(str(data["summary"]))[:120],
+                    node_seq=seq,
+                    trigger=str(data["trigger"]),
+                )
+            )
+            changed = True
+        self._seen = len(events)
+        return changed
+
+
+def _summary_seq(checkpoint: str | None) -> int | None:
+    if checkpoint is None or not checkpoint[1:].isdigit():
+        return None
+    return int(checkpoint[1:])
+
+
 def checkpoints(session: Session) -> list[Checkpoint]:
     """Committed checkpoints of a session, oldest first, with what superseded each."""
-    nodes: dict[str, int] = {}
-    for event in session.events:
-        checkpoint = checkpoint_of(event)
-        if checkpoint is not None:
-            nodes[checkpoint] = event.seq
-    found: list[Checkpoint] = []
-    shadowed_by: dict[int, str] = {}
-    for event in session.events:
-        if event.type != "compaction/summary" or event.data["checkpoint"] not in nodes:
-            continue
-        data = event.data
-        for seq in data["shadowedSeqs"]:
-            shadowed_by[seq] = data["checkpoint"]
-        first_line = summary_preview(str(data["summary"]))
-        found.append(
-            Checkpoint(
-                id=data["checkpoint"],
-                summary_seq=event.seq,
-                shadowed_seqs=tuple(data["shadowedSeqs"]),
-                shadowed_tokens=int(data["shadowedTokenCount"]),
-                superseded_by=None,
-                time=event.time,
-                preview=first_line[:120],
-                node_seq=nodes[data["checkpoint"]],
-                trigger=str(data["trigger"]),
-            )
-        )
-    return [
-        Checkpoint(**{**c.__dict__, "superseded_by": shadowed_by.get(c.node_seq)}) for c in found
-    ]
+    index = CheckpointIndex()
+    index.update(session)
+    return index.items
 
 
 def summary_preview(summary: str) -> str:
