@@ -331,13 +331,17 @@ class ChatClient:
                 return self._handle(response, attempt + 1)
             except _Retry as retry:
                 last = retry
-            except httpx.TimeoutException as exc:
-                last = _Retry(_describe_timeout(exc, self.timeout), None, None)
             except httpx.TransportError as exc:
-                last = _Retry(f"connection failed ({type(exc).__name__}: {exc})", None, None)
+                last = self._transport_retry(exc)
             if attempt + 1 < attempts:
                 self._sleep(self._delay(attempt, last.delay))
         raise self._exhausted(last, attempts)
+
+    def _transport_retry(self, exc: httpx.TransportError) -> _Retry:
+        """A timeout or connection failure, as a retryable attempt."""
+        if isinstance(exc, httpx.TimeoutException):
+            return _Retry(_describe_timeout(exc, self.timeout), None, None)
+        return _Retry(f"connection failed ({type(exc).__name__}: {exc})", None, None)
 
     async def acomplete(
         self, body: Mapping[str, Any], *, purpose: str | None = None
@@ -353,10 +357,8 @@ class ChatClient:
                 return self._handle(response, attempt + 1)
             except _Retry as retry:
                 last = retry
-            except httpx.TimeoutException as exc:
-                last = _Retry(_describe_timeout(exc, self.timeout), None, None)
             except httpx.TransportError as exc:
-                last = _Retry(f"connection failed ({type(exc).__name__}: {exc})", None, None)
+                last = self._transport_retry(exc)
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, last.delay)
                 if self._asleep is not None:
