@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench_common import machine_notes, record_section  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr  # noqa: E402
-from dashr_ext.compaction.base import rebuild_archive  # noqa: E402
+from dashr_ext.compaction.commit import rebuild_archive  # noqa: E402
 from dashr_ext.events import ReasoningBlock, TextBlock, ToolCallBlock  # noqa: E402
 from dashr_ext.session import Session  # noqa: E402
 
@@ -134,7 +134,7 @@ def main() -> int:
         session = Session.open(big, read_only=True)
 
         def rebuild_only() -> None:
-            rebuild_archive(session, CompactionConfig(), {})
+            rebuild_archive(session, CompactionConfig().archive_max_bytes, {})
 
         big_mb = big.stat().st_size / 1e6
         full_best, full_med = best_of(open_full)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .compaction import CompactionResult, CompactionWarning
-from .compaction.base import Checkpoint
+from .checkpoints import Checkpoint
+from .compaction import CompactionResult
 from .config import CompactionConfig, RecallConfig
 from .dashr import Dashr
+from .errors import CompactionWarning
 from .events import Event, Message
 from .session import Session, Step, Turn
 

@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from .compaction.base import checkpoint_of
+from .checkpoints import checkpoint_of
 from .display import PlainText
 from .errors import AgentError, ConfigError, EndpointError, RecallError
 from .prompts import render

@@ -11,29 +11,28 @@ It is the one object harnesses, notebooks and the CLI hold::
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compaction import CompactionEngine, CompactionResult, CompactionWarning, make_engine
-from .compaction.base import Checkpoint, checkpoint_of, rebuild_archive
+from .checkpoints import Checkpoint
+from .compaction import CompactionEngine, CompactionResult, ExtraEnvelope, make_engine
+from .compaction.commit import close_orphan_passes, rebuild_archive
 from .config import CompactionConfig, RecallConfig
-from .errors import ConfigError, DashrError
+from .errors import ConfigError
 from .events import Event, now_ms
-from .recall import Recall, RecallResult, pointer_text
+from .meter import TokenMeter
+from .recall import Recall, RecallResult
 from .recall import tool_schemas as recall_tool_schemas
-from .session import EventSpec, Session
+from .session import Session
+from .summarizers.factory import make_summarizer
 
 if TYPE_CHECKING:
-    from .meter import Measurement, TokenMeter
+    from .meter import Measurement
     from .store import Durability
     from .summarizers.base import Summarizer
 
-__all__ = ["POINTER_SOURCE", "Dashr"]
-
-POINTER_SOURCE = "history-access"
-"""``source.kind`` of the post-compaction pointer message."""
+__all__ = ["Dashr"]
 
 
 class Dashr:
@@ -50,9 +49,6 @@ class Dashr:
         archive: MutableMapping[str, Any] | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        from .meter import TokenMeter
-        from .summarizers.base import make_summarizer
-
         if config is not None and not isinstance(config, CompactionConfig):
             raise ConfigError("config", "a CompactionConfig", config)
         if recall is not None and not isinstance(recall, RecallConfig):
@@ -64,7 +60,7 @@ class Dashr:
         self._summarizer = make_summarizer(summarizer)
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
-        rebuild_archive(session, self._config, self.archive)
+        rebuild_archive(session, self._config.archive_max_bytes, self.archive)
         self.engine: CompactionEngine = self._make_engine()
         self.recall = Recall(session, self._recall_config)
         self.extra_tools: list[dict[str, Any]] = []
@@ -72,24 +68,18 @@ class Dashr:
         counted in every measurement. The recall tools are added by :meth:`request_tools`."""
         self._tools_token_cache: dict[str, int] = {}
         self._request_at_seq: int | None = None
-        self._pointed: set[str] = {
-            str(e.message.source.get("checkpoint"))
-            for e in session.events
-            if e.type == "context/message" and e.message.source_kind == POINTER_SOURCE
-        }
 
     def _make_engine(self) -> CompactionEngine:
-        engine = make_engine(
+        return make_engine(
             self._config.engine,
             self.session,
             self._config,
             self.meter,
             self.summarizer,
             self.archive,
+            pointers=self._recall_config.pointer == "inject",
             clock=self._clock,
         )
-        engine.extra_envelope_tokens = self._extra_envelope_tokens
-        return engine
 
     def request_tools(self) -> list[dict[str, Any]]:
         """The ``tools`` of the next request: the header's, ``extra_tools``, then recall's."""
@@ -106,9 +96,9 @@ class Dashr:
             self._tools_tokens(recall_tool_schemas(self._recall_config)),
         )
 
-    def _extra_envelope_tokens(self) -> int:
-        extra, recall = self.extra_envelope()
-        return extra + (recall if self.tool_schemas() else 0)
+    def _extra(self) -> ExtraEnvelope:
+        """The envelope beyond the session header, as data for the engine's measurements."""
+        return ExtraEnvelope(*self.extra_envelope())
 
     def _tools_tokens(self, tools: Sequence[Mapping[str, Any]]) -> int:
         if not tools:
@@ -177,7 +167,7 @@ class Dashr:
         session = Session.open(path, read_only=read_only, durability=durability, clock=clock)
         try:
             if not read_only:
-                _close_orphan_passes(session)
+                close_orphan_passes(session)
         except BaseException:
             session.close()
             raise
@@ -250,6 +240,7 @@ class Dashr:
             raise ConfigError("recall", "a RecallConfig", value)
         self._recall_config = value
         self.recall.config = value
+        self.engine = self._make_engine()  # the pointer setting belongs to the pass protocol
 
     @property
     def summarizer(self) -> Summarizer:
@@ -258,15 +249,8 @@ class Dashr:
     @summarizer.setter
     def summarizer(self, value: str | Summarizer) -> None:
         """Swap the summarizer (a name or an object); later passes use it."""
-        from .summarizers.base import make_summarizer
-
         self._summarizer = make_summarizer(value)
         self.engine = self._make_engine()
-
-    def configure(self, **changes: Any) -> CompactionConfig:
-        """Change compaction settings live, validated as a whole; returns the new config."""
-        self.config = self._config.with_changes(**changes)
-        return self._config
 
     # ------------------------------------------------------------------ recording
 
@@ -302,12 +286,11 @@ class Dashr:
 
     def measure(self) -> Measurement:
         """Tokens of the next request: envelope plus every surface node."""
-        return self.engine.measure()
+        return self.engine.measure(self._extra())
 
     def request_messages(self) -> list[dict[str, Any]]:
         """Run the pressure check (may compact), then derive the next request's messages."""
-        self.engine.before_request()
-        self._inject_pointers()
+        self.engine.before_request(self._extra())
         surface = self.session.surface
         self._request_at_seq = surface[-1] if surface else None
         return self.session.messages()
@@ -320,57 +303,17 @@ class Dashr:
         end_seq: int | None = None,
     ) -> CompactionResult | None:
         """Compact now. None when nothing is compactable; a failed pass raises CompactionError."""
-        result = self.engine.compact(trigger, start_seq=start_seq, end_seq=end_seq)
-        self._inject_pointers()
-        return result
+        return self.engine.compact(
+            trigger, start_seq=start_seq, end_seq=end_seq, extra=self._extra()
+        )
 
     def handle_overflow(self) -> bool:
         """After a context-length error: forced reduction; True means retry the request once."""
-        changed = self.engine.handle_overflow()
-        self._inject_pointers()
-        return changed
+        return self.engine.handle_overflow(self._extra())
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every committed checkpoint, oldest first."""
         return self.recall.checkpoints()
-
-    def _inject_pointers(self) -> None:
-        """After completed passes: one short ``context/message`` per new current checkpoint.
-
-        Deferred while a tool call still waits for its result, so the pointer never lands
-        between a call and its result.
-        """
-        if self._recall_config.pointer != "inject" or self.session.read_only:
-            return
-        if self.session.pending_tool_calls():
-            return
-        for cp in self.checkpoints():
-            if cp.id in self._pointed:
-                continue
-            if cp.superseded_by is not None:
-                self._pointed.add(cp.id)  # a later pass already replaced it; its pointer follows
-                continue
-            pointer = EventSpec(
-                "context/message",
-                {
-                    "message": {
-                        "role": "context",
-                        "source": {"kind": POINTER_SOURCE, "checkpoint": cp.id},
-                        "content": [{"type": "text", "text": pointer_text(cp)}],
-                    }
-                },
-                "append",
-            )
-            try:
-                self.session.append([pointer])
-            except DashrError as exc:  # the pass itself committed: warn, retry next request
-                warnings.warn(
-                    f"could not add the pointer for checkpoint {cp.id}: {exc}",
-                    CompactionWarning,
-                    stacklevel=3,
-                )
-                return
-            self._pointed.add(cp.id)
 
     # ------------------------------------------------------------------ recall
 
@@ -408,41 +351,3 @@ class Dashr:
         from .plot import plot_pressure
 
         return plot_pressure(self, ax=ax)
-
-
-def _close_orphan_passes(session: Session) -> None:
-    """Close the passes a crashed process left open (a ``compaction/start`` without an end).
-
-    A pass whose checkpoint node made it to disk committed (a crash cut only its closing
-    event) and is completed; any other is closed as failed: its surface never changed.
-    """
-    open_passes: dict[str, int] = {}
-    committed: set[str] = set()
-    for event in session.events:
-        if event.type == "compaction/start":
-            open_passes[str(event.data["compactionId"])] = event.seq
-        elif event.type == "compaction/end":
-            open_passes.pop(str(event.data["compactionId"]), None)
-        elif checkpoint_of(event) is not None:
-            committed.add(str(event.message.source.get("compactionId")))
-    for compaction_id, seq in open_passes.items():
-        if compaction_id in committed:
-            warnings.warn(
-                f"session {session.id}: compaction pass {compaction_id} (seq {seq}) committed "
-                "but was not closed; closing it",
-                stacklevel=3,
-            )
-            session.append_log("compaction/end", {"compactionId": compaction_id})
-            continue
-        warnings.warn(
-            f"session {session.id}: compaction pass {compaction_id} (seq {seq}) never finished; "
-            "closing it as failed (the surface was not changed)",
-            stacklevel=3,
-        )
-        session.append_log(
-            "compaction/end",
-            {
-                "compactionId": compaction_id,
-                "error": "interrupted: the process ended before the pass finished",
-            },
-        )

@@ -164,17 +164,18 @@ def dry_run_report(c: Dashr) -> Report:
     """``%compact --dry-run``: the range a manual pass would compact; commits nothing."""
     s = c.session
     measured = c.measure()
-    span = c.engine.select("manual")
-    if span is None:
+    plan = c.engine.plan("manual", measured)
+    if plan is None:
         return Report.of(
             "dry run: nothing to compact",
             [("request tokens", f"~{measured.total}"), ("retain", f"{c.config.retain_budget}")],
             ("the surface already fits the retain budget; nothing was committed",),
             kind="compact",
         )
-    a, b = span
-    seqs = list(s.surface[a : b + 1])
-    tokens = sum(t for _seq, t in measured.nodes[a : b + 1])
+    (region,) = plan.regions
+    a, b = region.first, region.last
+    seqs = list(region.seqs)
+    tokens = region.tokens
     kept = len(s.surface) - len(seqs)
     return Report.of(
         f"dry run: %compact would condense {len(seqs)} events",

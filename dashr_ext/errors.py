@@ -22,6 +22,12 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── RecallError (ValueError)            a history_* call has bad arguments
     └── AgentError                          the agent loop was misused (a turn already runs)
 
+Warnings (the operation went on; see the ``warnings`` module to filter them)::
+
+    UserWarning
+    ├── CompactionWarning                   an automatic pass failed; the request went uncompacted
+    └── TornTailWarning                     the session file ended with a partial line (a cut write)
+
 An agent that wants to react to its model's endpoint catches :class:`EndpointError` and looks
 at ``context_length`` (the provider said the request is too long) and ``status_code``.
 """
@@ -32,6 +38,7 @@ __all__ = [
     "AgentError",
     "CompactionError",
     "CompactionInProgressError",
+    "CompactionWarning",
     "ConfigError",
     "CorruptLogError",
     "DashrError",
@@ -46,6 +53,7 @@ __all__ = [
     "SummarizerEndpointError",
     "SummarizerError",
     "SurfaceError",
+    "TornTailWarning",
 ]
 
 
@@ -161,3 +169,11 @@ class RecallError(DashrError, ValueError):
 
 class AgentError(DashrError):
     """The agent loop was misused: a turn is already running, or the user message is empty."""
+
+
+class CompactionWarning(UserWarning):
+    """An automatic pass failed; the request goes out uncompacted."""
+
+
+class TornTailWarning(UserWarning):
+    """The session file ended with a partial line (a write cut short by a crash)."""

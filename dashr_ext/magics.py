@@ -67,7 +67,8 @@ from .dashr import Dashr as DashrController
 from .display import Report, compact_report, dry_run_report, status_report
 from .errors import ConfigError, DashrError
 from .recall import RecallResult
-from .summarizers.base import SUMMARIZER_KINDS, Summarizer, make_summarizer
+from .summarizers.base import Summarizer
+from .summarizers.factory import SUMMARIZER_KINDS, make_summarizer
 
 __all__ = [
     "NAMESPACE_NAMES",

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .compaction.base import checkpoint_of
+from .checkpoints import checkpoint_of
 from .events import Replace
 
 if TYPE_CHECKING:

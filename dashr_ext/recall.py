@@ -120,7 +120,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .archive import render_image
-from .compaction.base import Checkpoint, CheckpointIndex, checkpoint_of
+from .checkpoints import Checkpoint, CheckpointIndex, checkpoint_of
 from .config import RecallConfig
 from .display import PlainText
 from .errors import ConfigError, RecallError

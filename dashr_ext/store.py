@@ -77,6 +77,7 @@ from .errors import (
     ReadOnlyError,
     SessionLockedError,
     StoreError,
+    TornTailWarning,
 )
 
 if sys.platform != "win32":
@@ -87,7 +88,6 @@ __all__ = [
     "LoadedLine",
     "Store",
     "TornTail",
-    "TornTailWarning",
     "dashr_home",
     "default_session_path",
     "new_session_id",
@@ -100,10 +100,6 @@ _DURABILITIES = ("fsync", "flush")
 # Session files hold whole conversations (code, file contents, tool output): owner-only.
 _FILE_MODE = 0o600
 _SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class TornTailWarning(UserWarning):
-    """The session file ended with a partial line (a write cut short by a crash)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ import pytest
 from helpers import ScriptedSummarizer, orphan_results, record_steps
 
 from dashr_ext import CompactionConfig, CompactionWarning, Dashr
+from dashr_ext.compaction import ExtraEnvelope
 from dashr_ext.config import MIN_SUMMARY_TOKENS
 from dashr_ext.errors import (
     CompactionError,
@@ -453,7 +454,7 @@ def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> N
 
 
 def test_checkpoint_preview_prefers_current_work_then_the_first_content_line() -> None:
-    from dashr_ext.compaction.base import summary_preview
+    from dashr_ext.checkpoints import summary_preview
 
     merged = (
         "## Primary Request and Intent\n- Original request:\n  > Fix it\n"
@@ -497,7 +498,8 @@ def test_tools_sent_beyond_the_header_are_measured(tmp_path: Path, clock: Any) -
     assert d.request_tools() == [schema]
     text = json.dumps([schema], ensure_ascii=False, separators=(",", ":"))
     assert d.measure().total == bare + d.meter.count_text(text)
-    assert d.engine.measure().total == d.measure().total
+    assert d.engine.measure(ExtraEnvelope(d.meter.count_text(text))).total == d.measure().total
+    assert d.engine.measure().total == bare
 
 
 def test_a_pointer_that_cannot_be_written_does_not_fail_the_committed_pass(
@@ -570,7 +572,7 @@ def test_a_refused_controller_leaves_no_session_file(tmp_path: Path) -> None:
 def test_the_checkpoint_index_folds_only_new_events_and_equals_a_full_scan(
     tmp_path: Path, clock: Any
 ) -> None:
-    from dashr_ext.compaction.base import CheckpointIndex, checkpoints
+    from dashr_ext.checkpoints import CheckpointIndex, checkpoints
 
     d = make(tmp_path, clock, recency_window_tokens=3000, retain_tokens=600)
     index = CheckpointIndex()

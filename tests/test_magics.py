@@ -520,7 +520,7 @@ def test_compact_dry_run_shows_the_range_and_commits_nothing(ip: InteractiveShel
     d = controller(ip)
     assert d.session.path is not None
     events, size = len(d.session), d.session.path.stat().st_size
-    a, b = d.engine.select("manual") or (0, -1)
+    a, b = d.engine.select(d.measure()) or (0, -1)
     seqs = list(d.session.surface[a : b + 1])
     tokens = sum(t for _, t in d.measure().nodes[a : b + 1])
     report = run(ip, "%compact --dry-run")

@@ -29,13 +29,13 @@ from dashr_ext.errors import (
     ReadOnlyError,
     SessionLockedError,
     StoreError,
+    TornTailWarning,
 )
 from dashr_ext.events import Event
 from dashr_ext.store import (
     LoadedLine,
     Store,
     TornTail,
-    TornTailWarning,
     dashr_home,
     default_session_path,
     new_session_id,

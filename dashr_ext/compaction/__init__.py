@@ -1,4 +1,4 @@
-"""Compaction engines: the shared pass protocol and the engines built on it."""
+"""Compaction: the pass protocol (plan, summarize, compose, commit) and its engines (SPEC §4)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import ENGINES
 from ..errors import ConfigError
 from ..events import now_ms
-from .base import CompactionEngine, CompactionResult, CompactionWarning, checkpoint_of
+from .engine import CompactionEngine, CompactionResult, ExtraEnvelope
 from .summary import SummaryEngine
 
 if TYPE_CHECKING:
@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CompactionEngine",
     "CompactionResult",
-    "CompactionWarning",
+    "ExtraEnvelope",
     "SummaryEngine",
-    "checkpoint_of",
     "make_engine",
 ]
 
@@ -37,10 +36,12 @@ def make_engine(
     summarizer: Summarizer,
     archive: MutableMapping[str, Any],
     *,
+    pointers: bool = True,
     clock: Callable[[], int] = now_ms,
 ) -> CompactionEngine:
+    """The engine ``name`` (``CompactionConfig.engine``) over ``session``."""
     try:
         cls = _ENGINES[name]
     except KeyError:
         raise ConfigError("engine", f"one of {', '.join(map(repr, ENGINES))}", name) from None
-    return cls(session, config, meter, summarizer, archive, clock=clock)
+    return cls(session, config, meter, summarizer, archive, pointers=pointers, clock=clock)

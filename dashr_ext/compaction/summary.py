@@ -1,15 +1,20 @@
-"""The ``summary`` engine: one head-anchored checkpoint, merged forward (SPEC 6.1).
+"""The ``summary`` engine: one head-anchored checkpoint, merged forward (SPEC §6.1).
 
 Every pass compacts from the surface head, so the previous checkpoint (always at the head)
 is merged with the newly stale history into a single new checkpoint. The recency window
-(SPEC 6.2) is a trigger rule in :class:`~dashr_ext.config.CompactionConfig` and applies
-unchanged here.
+(SPEC §6.2) is a trigger rule of :class:`~dashr_ext.config.CompactionConfig`.
 """
 
 from __future__ import annotations
 
-from .base import CompactionEngine, checkpoint_of
+from typing import TYPE_CHECKING
+
+from ..checkpoints import checkpoint_of
+from .engine import CompactionEngine
 from .selection import head_cut_for_overflow, head_cut_for_retain
+
+if TYPE_CHECKING:
+    from ..meter import Measurement
 
 __all__ = ["SummaryEngine"]
 
@@ -17,14 +22,13 @@ __all__ = ["SummaryEngine"]
 class SummaryEngine(CompactionEngine):
     name = "summary"
 
-    def select(self, trigger: str) -> tuple[int, int] | None:
+    def select(self, measurement: Measurement, *, retry: bool = False) -> tuple[int, int] | None:
         s = self.session
-        measurement = self.meter.measure(s)
         tokens = [t for _seq, t in measurement.nodes]
         cut = head_cut_for_retain(s.units(), s.balanced_cuts(), tokens, self.config.retain_budget)
         if cut == 0:
             return None
-        if trigger != "pressure-retry" and cut == 1 and checkpoint_of(s.event(s.surface[0])):
+        if not retry and cut == 1 and checkpoint_of(s.event(s.surface[0])):
             return None  # only the previous checkpoint: nothing new to condense
         return 0, cut - 1
 

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import (
-    SUMMARIZER_KINDS,
-    Summarizer,
-    SummaryRequest,
-    SummaryResult,
-    make_summarizer,
-    span_text,
-)
+from .base import Summarizer, SummaryRequest, SummaryResult, span_text
+from .factory import SUMMARIZER_KINDS, make_summarizer
 
 if TYPE_CHECKING:
     from .extractive import ExtractiveSummarizer

@@ -15,30 +15,20 @@ Both fill the eight sections of ``prompts/summarize.md`` and fail with
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigError
+from ..checkpoints import is_checkpoint  # transitional re-export
 from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
-    "CHECKPOINT_SOURCE",
-    "SUMMARIZER_KINDS",
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
     "is_checkpoint",
-    "make_summarizer",
     "span_text",
 ]
-
-CHECKPOINT_SOURCE = "compact-checkpoint"
-"""``message.source["kind"]`` of a checkpoint node."""
-
-SUMMARIZER_KINDS: tuple[str, ...] = ("extractive", "llm")
-"""The names :func:`make_summarizer` accepts."""
 
 
 @dataclass(frozen=True)
@@ -92,13 +82,6 @@ class Summarizer(Protocol):
     async def asummarize(self, request: SummaryRequest) -> SummaryResult: ...
 
 
-def is_checkpoint(event: Event) -> bool:
-    """True for a checkpoint node (a compaction summary standing in for older history)."""
-    if event.type != "user/message":
-        return False
-    return event.message.source_kind == CHECKPOINT_SOURCE
-
-
 def _event_parts(event: Event) -> list[str]:
     parts: list[str] = []
     for block in event.message.content:
@@ -117,51 +100,3 @@ def span_text(span: Sequence[Event]) -> str:
     Used as the "input size" a summary must undercut.
     """
     return "\n".join(part for event in span if event.is_surface for part in _event_parts(event))
-
-
-def make_summarizer(spec: str | Summarizer, **options: Any) -> Summarizer:
-    """A summarizer from its name (``"extractive"`` or ``"llm"``) and options.
-
-    A ready summarizer object is returned unchanged (``options`` must then be
-    empty). Raises :class:`~dashr_ext.errors.ConfigError` for an unknown name
-    or bad options.
-    """
-    if not isinstance(spec, str):
-        if isinstance(spec, Summarizer):
-            if options:
-                raise ConfigError(
-                    "summarizer options",
-                    "no options when passing a summarizer object",
-                    sorted(options),
-                )
-            return spec
-        raise ConfigError(
-            "summarizer",
-            "'extractive', 'llm' or an object with kind, model, summarize() and asummarize()",
-            spec,
-        )
-    name = spec.strip().lower()
-    factory: Callable[..., Summarizer]
-    if name == "extractive":
-        from .extractive import ExtractiveSummarizer
-
-        factory = ExtractiveSummarizer
-    elif name == "llm":
-        from .llm import LLMSummarizer
-
-        factory = LLMSummarizer
-    else:
-        raise ConfigError("summarizer", " or ".join(repr(k) for k in SUMMARIZER_KINDS), spec)
-    accepted = [
-        p.name
-        for p in inspect.signature(factory).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise ConfigError(
-            f"{name} summarizer options",
-            "keyword options among " + ", ".join(accepted),
-            unknown,
-        )
-    return factory(**options)
