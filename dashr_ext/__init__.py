@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._version import __version__
 from .checkpoints import Checkpoint
 from .compaction import CompactionResult
 from .config import CompactionConfig, RecallConfig
@@ -23,8 +24,6 @@ from .session import Session, Step, Turn
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Checkpoint",

@@ -1,8 +1,9 @@
-"""The notebook agent: a small tool-using loop whose code tool runs cells in this kernel.
+"""The notebook agent: a small tool-using loop over a :class:`~dashr_ext.Dashr` session.
 
 :class:`Agent` talks to any OpenAI-compatible ``/chat/completions`` endpoint through a
-:class:`~dashr_ext.client.ChatClient` and keeps its whole conversation in a
-:class:`~dashr_ext.Dashr` session::
+:class:`~dashr_ext.client.ChatClient`; its ``run_cell`` tool runs code through
+:mod:`dashr_ext.cells`, and the recall tools are offered once a checkpoint exists. SPEC §10
+and §15::
 
     from dashr_ext import CompactionConfig, Dashr
     from dashr_ext.agent import Agent
@@ -12,53 +13,24 @@
                   shell=get_ipython(), on_event=lambda step: print(step.line()))
     print(agent.run_turn("Load data.csv and tell me which column has missing values."))
 
-One turn (:meth:`Agent.run_turn`) is: ``begin_turn``, the user message, then steps until the
-model answers without a tool call (reason ``completed``) or ``max_steps`` steps ran (reason
-``max-steps``). One step is ``begin_step``; ``dashr.request_messages()`` (the pressure
-check, which may compact, plus the post-compaction pointer); the request; the provider's
-``usage`` reported with ``dashr.report_usage``; the assistant message; one result per tool
-call; ``end_step``. Every message goes through the session, with explicit markers.
-
-**Tools.** ``run_cell`` executes Python code (see :func:`run_cell`): with an IPython
-``shell`` through ``shell.run_cell(code, store_history=False)``, so variables persist in the
-kernel and magics work; without one, in :attr:`Agent.namespace`, a plain ``dict``, through
-``exec``/``eval``. Its output (stdout, stderr, the last expression's value and ``display()``
-text, exception text) is cut to ``tool_output_max_chars`` around an explicit
-``… [output truncated: +N chars] …`` marker. The recall tools (``history_outline``,
-``history_read``, ``history_search``) are offered once the session has a checkpoint and run
-through ``dashr.call_tool``. The namespace the cells run in gets
-``dashr_compaction_archive`` and the ``history_*`` helpers of this session, so the
-instructions in checkpoint footers work as written.
-
-**Overflow.** When the provider answers that the request is too long
-(:attr:`EndpointError.context_length <dashr_ext.errors.EndpointError.context_length>`), the
-agent calls ``dashr.handle_overflow()`` and, when that reduced the context, sends the request
-again exactly once; otherwise, or when the retry fails too, the provider's
-:class:`~dashr_ext.errors.EndpointError` is raised.
-
-**Stopping.** Any exception, ``KeyboardInterrupt`` included, leaves a consistent log before it
-propagates: each tool call still without a result gets one saying it was interrupted, and
-the turn ends with reason ``interrupted`` (``KeyboardInterrupt``) or ``error``. A turn left
-open by a process that died is closed the same way when the next turn starts.
-
-IPython is imported only when a cell runs in a shell, so this module works in any process.
+This module never imports IPython; cells run in a shell only through :mod:`dashr_ext.cells`.
 """
 
 from __future__ import annotations
 
-import ast
-import collections
-import contextlib
-import io
-import itertools
 import json
-import linecache
-import sys
-import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal
 
+from .cells import (
+    DEFAULT_TOOL_OUTPUT_MAX_CHARS,
+    RUN_CELL,
+    CellOutput,
+    run_cell,
+    run_cell_schema,
+    truncate_output,
+)
 from .checkpoints import checkpoint_of
 from .display import PlainText
 from .errors import AgentError, ConfigError, EndpointError, RecallError
@@ -66,6 +38,7 @@ from .prompts import render
 from .recall import TOOL_NAMES
 
 if TYPE_CHECKING:
+    # Annotations only: the shell is passed through to dashr_ext.cells, never used here.
     from IPython.core.interactiveshell import InteractiveShell
 
     from .client import ChatClient
@@ -79,246 +52,22 @@ __all__ = [
     "AgentReply",
     "CellOutput",
     "StepReport",
-    "agent_cell",
     "run_cell",
     "run_cell_schema",
-    "truncate_output",
 ]
 
-RUN_CELL = "run_cell"
-"""The name of the code tool."""
 PURPOSE = "agent"
 """The ``X-Dashr-Purpose`` header of the agent's own requests."""
 DEFAULT_MAX_STEPS = 30
-DEFAULT_TOOL_OUTPUT_MAX_CHARS = 10_000
-NO_OUTPUT = "(no output)"
-INTERRUPTED_CELL = "[interrupted: KeyboardInterrupt stopped this cell]"
 ARCHIVE_NAMES = ("dashr_compaction_archive", "history_outline", "history_read", "history_search")
 """The names bound in the namespace cells run in."""
 
 TurnEndReason = Literal["completed", "max-steps"]
 
 
-# --------------------------------------------------------------------------- run_cell
-
-
-@dataclass(frozen=True)
-class CellOutput:
-    """What one ``run_cell`` produced."""
-
-    stdout: str = ""
-    stderr: str = ""
-    results: tuple[str, ...] = ()
-    """Plain text of ``display()`` calls and of the last expression's value, in order."""
-    error: str | None = None
-    """The exception's text (traceback of the cell's own frames, then ``Type: message``)."""
-    interrupted: bool = False
-    """A ``KeyboardInterrupt`` stopped the cell."""
-
-    @property
-    def is_error(self) -> bool:
-        return self.error is not None or self.interrupted
-
-    @property
-    def text(self) -> str:
-        """Everything the cell produced, in the order a notebook shows it."""
-        out = ""
-        pieces = [self.stdout, self.stderr, *self.results, self.error or ""]
-        if self.interrupted:
-            pieces.append(INTERRUPTED_CELL)
-        for piece in pieces:
-            if not piece:
-                continue
-            if out and not out.endswith("\n"):
-                out += "\n"
-            out += piece
-        return out or NO_OUTPUT
-
-
-def truncate_output(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars``: the head and the tail around an explicit marker.
-
-    The result, marker included, is at most ``max_chars`` long (only the head is kept when
-    ``max_chars`` cannot even hold the marker). The tail is kept because that is where errors
-    and final results usually are.
-    """
-    if len(text) <= max_chars:
-        return text
-    omitted = len(text) - max_chars
-    while True:  # the marker's length depends on the count it shows: settle both
-        marker = f"\n… [output truncated: +{omitted} chars] …\n"
-        keep = max_chars - len(marker)
-        if keep < 0:
-            return text[: max(max_chars, 0)]
-        if len(text) - keep == omitted:
-            break
-        omitted = len(text) - keep
-    head = keep * 2 // 3
-    tail = keep - head
-    return f"{text[:head]}{marker}{text[len(text) - tail :]}"
-
-
-def run_cell(
-    code: str,
-    *,
-    shell: InteractiveShell | None = None,
-    namespace: dict[str, Any] | None = None,
-) -> CellOutput:
-    """Run ``code`` in an IPython ``shell``, or else in ``namespace``; capture what it produced.
-
-    With a shell: ``shell.run_cell(code, store_history=False)`` under
-    ``IPython.utils.capture.capture_output``, so stdout, stderr, ``display()`` output and the
-    last expression's value are captured instead of shown, and the shell does not display
-    tracebacks (the exception is reported in :attr:`CellOutput.error`). Without a shell:
-    ``exec`` of the cell, then ``eval`` of a trailing expression, in ``namespace`` (which
-    must then be given), with ``sys.stdout``/``sys.stderr`` redirected. A
-    ``KeyboardInterrupt`` in the cell is reported as :attr:`CellOutput.interrupted`.
-    """
-    if shell is not None:
-        return _run_in_shell(shell, code)
-    if namespace is None:
-        raise ConfigError("namespace", "a dict when no IPython shell is given", namespace)
-    return _run_in_namespace(code, namespace)
-
-
-def _run_in_shell(shell: InteractiveShell, code: str) -> CellOutput:
-    from IPython.utils.capture import capture_output
-
-    # The display trap first: nested inside it, run_cell leaves sys.displayhook alone, so the
-    # last expression's value reaches the capturing hook instead of the notebook.
-    with (
-        _quiet_tracebacks(shell),
-        shell.display_trap,
-        capture_output(stdout=True, stderr=True, display=False) as captured,
-        _capture_display(shell) as outputs,
-    ):
-        result = shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
-    texts = tuple(str(o["data"]["text/plain"]) for o in outputs if "text/plain" in o["data"])
-    exc = result.error_before_exec or result.error_in_exec
-    if isinstance(exc, KeyboardInterrupt):
-        return CellOutput(captured.stdout, captured.stderr, texts, None, interrupted=True)
-    error = _exception_text(exc) if exc is not None else None
-    return CellOutput(captured.stdout, captured.stderr, texts, error)
-
-
-@contextlib.contextmanager
-def _capture_display(shell: InteractiveShell) -> Iterator[list[dict[str, Any]]]:
-    """Collect ``display()`` output and expression values of ``shell`` instead of showing them.
-
-    What ``capture_output(display=True)`` does, but for the given shell rather than the
-    global instance.
-    """
-    from IPython.core.displayhook import CapturingDisplayHook
-    from IPython.core.displaypub import CapturingDisplayPublisher
-
-    publisher = CapturingDisplayPublisher()  # type: ignore[no-untyped-call]
-    outputs: list[dict[str, Any]] = publisher.outputs
-    saved_publisher, shell.display_pub = shell.display_pub, publisher
-    hook = CapturingDisplayHook(shell, outputs)  # type: ignore[no-untyped-call]
-    saved_hook, sys.displayhook = sys.displayhook, hook
-    try:
-        yield outputs
-    finally:
-        shell.display_pub = saved_publisher
-        sys.displayhook = saved_hook
-
-
-@contextlib.contextmanager
-def _quiet_tracebacks(shell: InteractiveShell) -> Iterator[None]:
-    """Keep the shell from displaying the cell's traceback (the agent reports it instead).
-
-    ``_showtraceback`` is IPython's documented override point for where tracebacks go.
-    """
-    missing = object()
-    saved = shell.__dict__.get("_showtraceback", missing)
-    shell._showtraceback = lambda etype, evalue, stb: None  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        if saved is missing:
-            del shell._showtraceback
-        else:
-            shell._showtraceback = saved  # type: ignore[method-assign]
-
-
-_cell_numbers = itertools.count(1)
-CELL_SOURCES_KEPT = 64
-"""How many of the latest plain-namespace cells keep their source in ``linecache``.
-
-Tracebacks through a function defined in one of them show its lines; older cells' entries
-are dropped, so running cells does not grow ``linecache`` without bound."""
-_cell_sources: collections.deque[str] = collections.deque()
-
-
-def _remember_source(filename: str, code: str) -> None:
-    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
-    _cell_sources.append(filename)
-    while len(_cell_sources) > CELL_SOURCES_KEPT:
-        linecache.cache.pop(_cell_sources.popleft(), None)
-
-
-def _run_in_namespace(code: str, namespace: dict[str, Any]) -> CellOutput:
-    filename = f"<agent-cell-{next(_cell_numbers)}>"
-    _remember_source(filename, code)
-    stdout, stderr = io.StringIO(), io.StringIO()
-    results: list[str] = []
-    error: str | None = None
-    interrupted = False
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            tree = ast.parse(code, filename, "exec")
-            last = tree.body[-1] if tree.body else None
-            if isinstance(last, ast.Expr):
-                tree.body.pop()
-            exec(compile(tree, filename, "exec"), namespace)
-            if isinstance(last, ast.Expr):
-                expression = ast.Expression(last.value)
-                value = eval(compile(expression, filename, "eval"), namespace)
-                if value is not None:
-                    results.append(repr(value))
-        except KeyboardInterrupt:
-            interrupted = True
-        except (Exception, SystemExit) as exc:
-            error = _exception_text(exc)
-    return CellOutput(stdout.getvalue(), stderr.getvalue(), tuple(results), error, interrupted)
-
-
-def _exception_text(exc: BaseException) -> str:
-    """The traceback from the cell's own frames on (the runner's frame left out)."""
-    if isinstance(exc, SyntaxError):
-        return "".join(traceback.format_exception_only(exc)).rstrip("\n")
-    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
-
-
 def _tool_name(tool: object) -> object:
     function = tool.get("function") if isinstance(tool, Mapping) else None
     return function.get("name") if isinstance(function, Mapping) else None
-
-
-def run_cell_schema(max_chars: int = DEFAULT_TOOL_OUTPUT_MAX_CHARS) -> dict[str, Any]:
-    """The OpenAI ``tools`` entry of ``run_cell``."""
-    return {
-        "type": "function",
-        "function": {
-            "name": RUN_CELL,
-            "description": (
-                "Execute Python code in this Jupyter kernel. Variables, imports and files "
-                "persist between calls. Returns stdout, stderr, the value of the last "
-                "expression and the text of any exception, cut to about "
-                f"{max_chars} characters. Originals of compacted context are in the kernel "
-                'variable dashr_compaction_archive, e.g. dashr_compaction_archive["c42"].'
-            ),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "description": "The Python code of the cell."}
-                },
-                "required": ["code"],
-                "additionalProperties": False,
-            },
-        },
-    }
 
 
 # --------------------------------------------------------------------------- reports
@@ -419,10 +168,13 @@ class Agent:
     or ``base_url`` / ``model`` / ``api_key`` (each else from ``DASHR_BASE_URL``,
     ``DASHR_MODEL`` and ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``).
     ``shell`` is the IPython shell cells run in; without one they run in ``namespace``
-    (default: a new dict). ``system_prompt`` replaces the session's; when neither exists,
-    ``prompts/agent.md`` is installed at the first turn. ``max_tokens``, ``temperature`` and
-    ``extra_body`` go into every request body. ``on_event`` is called with a
-    :class:`StepReport` after every step.
+    (default: a new dict); either way it gets ``dashr_compaction_archive`` and the
+    ``history_*`` helpers of this session, so the instructions in checkpoint footers work as
+    written. Tool results are cut to ``tool_output_max_chars`` around an explicit
+    ``… [output truncated: +N chars] …`` marker. ``system_prompt`` replaces the session's;
+    when neither exists, ``prompts/agent.md`` is installed at the first turn. ``max_tokens``,
+    ``temperature`` and ``extra_body`` go into every request body. ``on_event`` is called
+    with a :class:`StepReport` after every step.
     """
 
     def __init__(
@@ -536,7 +288,23 @@ class Agent:
     # ------------------------------------------------------------------ a turn
 
     def run_turn(self, user_text: str) -> AgentReply:
-        """Work on ``user_text`` until the model answers without a tool call or steps run out."""
+        """Work on ``user_text`` until the model answers without a tool call or steps run out.
+
+        The turn ends ``completed`` (an answer without a tool call) or ``max-steps``. Each
+        step is ``begin_step``; ``dashr.request_messages()`` (the pressure check, which may
+        compact, plus the post-compaction pointer); the request; the provider's ``usage``
+        through ``dashr.report_usage``; the assistant message; one result per tool call;
+        ``end_step``. Every message goes through the session, with explicit markers.
+
+        When the provider answers that the request is too long
+        (:attr:`~dashr_ext.errors.EndpointError.context_length`), ``dashr.handle_overflow()``
+        runs and, when it reduced the context, the request is sent again exactly once;
+        otherwise, or when the retry fails too, the :class:`~dashr_ext.errors.EndpointError`
+        is raised. Any exception, ``KeyboardInterrupt`` included, leaves a consistent log
+        before it propagates: each tool call still without a result gets one saying it was
+        interrupted, and the turn ends ``interrupted`` (``KeyboardInterrupt``) or ``error``;
+        a turn a dead process left open is closed the same way when the next turn starts.
+        """
         if not isinstance(user_text, str) or not user_text.strip():
             raise AgentError(f"user_text: expected a non-empty string, got {user_text!r}")
         if self._running:
@@ -823,51 +591,3 @@ def _compactions(dashr: Dashr, since: int) -> tuple[tuple[str, ...], tuple[str, 
         elif event.type == "compaction/end" and "error" in event.data:
             errors.append(str(event.data["error"]))
     return tuple(committed), tuple(errors)
-
-
-# --------------------------------------------------------------------------- the cell magic
-
-
-def agent_cell(
-    shell: InteractiveShell | None,
-    dashr: Dashr,
-    cell: str,
-    *,
-    agent: Agent | None = None,
-    out: TextIO | None = None,
-    **options: Any,
-) -> AgentReply:
-    """Run one ``%%agent`` cell: a turn with ``cell`` as the user message.
-
-    Prints one progress line per step to ``out`` (default ``sys.stdout``) as the steps finish,
-    e.g. ``step 3: run_cell · ~5231 tokens · compacted → c57``, then a closing line when the
-    turn hit ``max_steps``, and returns the :class:`AgentReply` (the notebook shows its text).
-    ``agent`` reuses a long-lived :class:`Agent`; otherwise one is built from ``options``
-    (the :class:`Agent` keywords) for this cell and closed after it.
-    """
-    stream = out if out is not None else sys.stdout
-
-    def show(report: StepReport) -> None:
-        print(report.line(), file=stream, flush=True)
-
-    owned = agent is None
-    if agent is None:
-        agent = Agent(dashr, shell=shell, **options)
-    elif options:
-        raise ConfigError("agent_cell options", "none when an agent is given", sorted(options))
-    previous, agent.on_event = agent.on_event, show
-    try:
-        reply = agent.run_turn(cell)
-    finally:
-        agent.on_event = previous
-        if owned:
-            agent.close()
-    if reply.reason == "max-steps":
-        steps = len(reply.steps)
-        print(
-            f"turn {reply.turn} stopped after {steps} step{'s' if steps != 1 else ''} "
-            "(max_steps); send another cell to continue",
-            file=stream,
-            flush=True,
-        )
-    return reply

@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from ._version import __version__
 from .errors import ConfigError, EndpointError
 
 __all__ = [
@@ -171,8 +172,6 @@ class ChatClient:
             api_key = next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None)
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigError("ChatClient.api_key", "a string or None", type(api_key).__name__)
-        from . import __version__
-
         self._key = _Secret(api_key or None)
         self._user_agent = f"dashr_ext/{__version__}"
         self.base_url = base_url.rstrip("/")

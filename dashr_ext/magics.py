@@ -46,11 +46,12 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -60,7 +61,7 @@ from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, 
 from traitlets.utils.bunch import Bunch
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentReply
+    from .agent import Agent, AgentReply, StepReport
 
 from .config import ENGINES, CompactionConfig, RecallConfig
 from .dashr import Dashr as DashrController
@@ -74,6 +75,7 @@ __all__ = [
     "NAMESPACE_NAMES",
     "SNAPSHOT_WARNING",
     "Dashr",
+    "agent_cell",
     "load_ipython_extension",
     "load_snapshot",
     "save_snapshot",
@@ -711,8 +713,6 @@ class Dashr(Magics):
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError(f"--max-steps: expected an integer >= 1, got {args.max_steps}")
         with _one_line_errors(), _agent_errors():
-            from .agent import agent_cell
-
             agent = self._agent_for_cell()
             limit = agent.max_steps
             if args.max_steps is not None:
@@ -779,6 +779,56 @@ def _same_file(a: Path | None, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except OSError:
         return False
+
+
+# --------------------------------------------------------------------------- %%agent
+
+
+def agent_cell(
+    shell: InteractiveShell | None,
+    dashr: DashrController,
+    cell: str,
+    *,
+    agent: Agent | None = None,
+    out: TextIO | None = None,
+    **options: Any,
+) -> AgentReply:
+    """Run one ``%%agent`` cell: a turn with ``cell`` as the user message.
+
+    Prints one progress line per step to ``out`` (default ``sys.stdout``) as the steps finish,
+    e.g. ``step 3: run_cell · ~5231 tokens · compacted → c57``, then a closing line when the
+    turn hit ``max_steps``, and returns the :class:`~dashr_ext.agent.AgentReply` (the notebook
+    shows its text). ``agent`` reuses a long-lived :class:`~dashr_ext.agent.Agent`; otherwise
+    one is built from ``options`` (the ``Agent`` keywords) for this cell and closed after it.
+    """
+    from .agent import Agent
+
+    stream = out if out is not None else sys.stdout
+
+    def show(report: StepReport) -> None:
+        print(report.line(), file=stream, flush=True)
+
+    owned = agent is None
+    if agent is None:
+        agent = Agent(dashr, shell=shell, **options)
+    elif options:
+        raise ConfigError("agent_cell options", "none when an agent is given", sorted(options))
+    previous, agent.on_event = agent.on_event, show
+    try:
+        reply = agent.run_turn(cell)
+    finally:
+        agent.on_event = previous
+        if owned:
+            agent.close()
+    if reply.reason == "max-steps":
+        steps = len(reply.steps)
+        print(
+            f"turn {reply.turn} stopped after {steps} step{'s' if steps != 1 else ''} "
+            "(max_steps); send another cell to continue",
+            file=stream,
+            flush=True,
+        )
+    return reply
 
 
 # --------------------------------------------------------------------------- snapshots

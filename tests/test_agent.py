@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import json
-import linecache
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,18 +16,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
-from dashr_ext.agent import (
-    CELL_SOURCES_KEPT,
-    INTERRUPTED_CELL,
-    RUN_CELL,
-    Agent,
-    CellOutput,
-    StepReport,
-    agent_cell,
-    run_cell,
-    run_cell_schema,
-    truncate_output,
-)
+from dashr_ext.agent import RUN_CELL, Agent, StepReport, run_cell_schema
+from dashr_ext.cells import INTERRUPTED_CELL, truncate_output
 from dashr_ext.client import API_KEY_ENV, ChatClient
 from dashr_ext.errors import AgentError, ConfigError, EndpointError
 from dashr_ext.events import Event
@@ -480,29 +469,6 @@ def test_a_cell_cannot_start_a_nested_turn(server: ScriptedServer, dashr: Dashr)
     )
 
 
-def test_agent_cell_streams_one_line_per_step_and_returns_the_reply(
-    server: ScriptedServer, dashr: Dashr
-) -> None:
-    server.script(call_run_cell("6 * 7"), answer("It is 42."))
-    out = io.StringIO()
-    reply = agent_cell(
-        None, dashr, "What is 6 * 7?", out=out, base_url=server.base_url, model="m", api_key=None
-    )
-    assert reply == "It is 42." and reply.reason == "completed"
-    assert out.getvalue().splitlines() == [step.line() for step in reply.steps]
-    assert out.getvalue().startswith("step 1: run_cell · ~")
-    assert tool_results(dashr)[0].message.text == "42"
-
-    server.default = call_run_cell("print('more')")
-    out = io.StringIO()
-    agent = agent_for(dashr, server, max_steps=1)
-    reply = agent_cell(None, dashr, "Again.", agent=agent, out=out)
-    assert out.getvalue().splitlines()[-1] == (
-        "turn 2 stopped after 1 step (max_steps); send another cell to continue"
-    )
-    assert agent.on_event is None  # the cell's progress printer was removed again
-
-
 # --------------------------------------------------------------------------- progress lines
 
 
@@ -536,76 +502,6 @@ def test_step_report_lines() -> None:
     )
 
 
-# --------------------------------------------------------------------------- run_cell
-
-
-def test_run_cell_in_a_plain_namespace_captures_output_and_keeps_state() -> None:
-    namespace: dict[str, Any] = {}
-    out = run_cell("x = 20\nprint('hello')\nx + 22", namespace=namespace)
-    assert out == CellOutput(stdout="hello\n", results=("42",))
-    assert (out.text, out.is_error) == ("hello\n42", False)
-    assert namespace["x"] == 20
-    assert run_cell("x", namespace=namespace).text == "20"
-    assert run_cell("y = x", namespace=namespace).text == "(no output)"
-    assert run_cell("import sys\nprint('careful', file=sys.stderr)", namespace={}).stderr == (
-        "careful\n"
-    )
-
-
-def test_run_cell_reports_exceptions_from_the_cells_own_frames() -> None:
-    out = run_cell("print('before')\ndef f():\n    return 1 / 0\nf()", namespace={})
-    assert out.is_error and out.stdout == "before\n"
-    assert out.error is not None
-    lines = out.error.splitlines()
-    assert lines[0] == "Traceback (most recent call last):"
-    assert lines[-1] == "ZeroDivisionError: division by zero"
-    assert "    return 1 / 0" in lines
-    assert "agent.py" not in out.error  # the runner's own frame is left out
-    assert out.text.startswith("before\nTraceback (most recent call last):")
-
-    syntax = run_cell("def f(:", namespace={})
-    assert syntax.error is not None
-    assert syntax.error.splitlines()[-1].startswith("SyntaxError:")
-
-    interrupted = run_cell("print('partial')\nraise KeyboardInterrupt", namespace={})
-    assert interrupted.interrupted and interrupted.is_error
-    assert interrupted.text == f"partial\n{INTERRUPTED_CELL}"
-
-
-def test_run_cell_needs_a_namespace_without_a_shell() -> None:
-    with pytest.raises(ConfigError, match="namespace"):
-        run_cell("1")
-
-
-def test_run_cell_in_an_ipython_shell_captures_everything_and_shows_nothing(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    count = shell.execution_count
-    out = run_cell("x = 20\nprint('hello')\nx + 22", shell=shell)
-    assert out == CellOutput(stdout="hello\n", results=("42",))
-    assert shell.user_ns["x"] == 20
-    assert shell.execution_count == count  # store_history=False
-    assert shell.user_ns["Out"] == {}
-
-    shown = run_cell("from IPython.display import display\ndisplay({'a': 1})\n'last'", shell=shell)
-    assert shown.results == ("{'a': 1}", "'last'")
-
-    failed = run_cell("def f():\n    return 1 / 0\nf()", shell=shell)
-    assert failed.error is not None
-    assert failed.error.splitlines()[-1] == "ZeroDivisionError: division by zero"
-    assert "    return 1 / 0" in failed.error
-    assert "interactiveshell.py" not in failed.error
-
-    syntax = run_cell("def f(:", shell=shell)
-    assert syntax.error is not None and "SyntaxError" in syntax.error.splitlines()[-1]
-
-    interrupted = run_cell("print('partial')\nraise KeyboardInterrupt", shell=shell)
-    assert (interrupted.stdout, interrupted.interrupted) == ("partial\n", True)
-
-    assert capsys.readouterr() == ("", "")  # no traceback or Out[] reached the notebook
-    assert "_showtraceback" not in vars(shell)  # the shell's own method is back
-
-
 def test_the_agent_runs_cells_in_the_shell_and_binds_this_sessions_archive(
     shell: InteractiveShell, server: ScriptedServer, dashr: Dashr
 ) -> None:
@@ -616,28 +512,6 @@ def test_the_agent_runs_cells_in_the_shell_and_binds_this_sessions_archive(
     assert agent.run_turn("Multiply.") == "42."
     assert shell.user_ns["total"] == 42
     assert tool_results(dashr)[0].message.text == "42"
-
-
-def test_truncate_output_keeps_the_head_and_the_tail_around_a_marker() -> None:
-    text = "".join(f"{i:04d}\n" for i in range(1000))
-    # 300 characters in all: a 37-character marker, 2/3 of the rest head, 1/3 tail.
-    assert truncate_output(text, 300) == (
-        text[:175] + "\n… [output truncated: +4737 chars] …\n" + text[-88:]
-    )
-    assert truncate_output("short", 300) == "short"
-
-
-@pytest.mark.parametrize("length", [301, 337, 338, 1_000, 99_999, 100_000, 10_000_000])
-def test_truncated_output_never_exceeds_max_chars_marker_included(length: int) -> None:
-    text = "y" * length
-    out = truncate_output(text, 300)
-    marker = out[out.index("\n… [") : out.index("] …\n") + 4]
-    assert len(out) == 300
-    assert marker == f"\n… [output truncated: +{length - 300 + len(marker)} chars] …\n"
-
-
-def test_truncate_output_keeps_only_the_head_when_the_marker_does_not_fit() -> None:
-    assert truncate_output("abcdefghij" * 10, 20) == "abcdefghij" * 2
 
 
 # --------------------------------------------------------------------------- configuration
@@ -666,16 +540,15 @@ def test_the_run_cell_schema_in_extra_tools_is_the_latest_agents_and_leaves_with
     assert dashr.extra_tools == [other]
 
 
-def test_plain_namespace_cells_keep_a_bounded_number_of_sources_in_linecache() -> None:
-    namespace: dict[str, Any] = {}
-    run_cell("def f():\n    return 1 / 0", namespace=namespace)
-    out = run_cell("f()", namespace=namespace)  # f's cell is recent: its line is shown
-    assert out.error is not None and "    return 1 / 0" in out.error.splitlines()
-    for i in range(3 * CELL_SOURCES_KEPT):
-        run_cell(f"x = {i}", namespace=namespace)
-    cells = [name for name in linecache.cache if name.startswith("<agent-cell-")]
-    assert len(cells) == CELL_SOURCES_KEPT
-    assert linecache.getline(cells[-1], 1) == f"x = {3 * CELL_SOURCES_KEPT - 1}"
+def test_importing_the_agent_loads_neither_ipython_nor_httpx() -> None:
+    code = (
+        "import sys, dashr_ext.agent\n"
+        "print(sorted(m for m in ('IPython', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
 
 
 def test_agent_configuration_and_arguments_are_validated(dashr: Dashr) -> None:

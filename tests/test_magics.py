@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from dashr_ext import CompactionConfig, RecallConfig
 from dashr_ext.dashr import Dashr as Controller
 from dashr_ext.demo import demo_facts, demo_messages
 from dashr_ext.display import Report
-from dashr_ext.magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr
+from dashr_ext.magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr, agent_cell
 from dashr_ext.recall import RecallResult
 
 ERROR = demo_facts()["error"]  # "AssertionError: expected retry budget 3, got 5" (turn 1 only)
@@ -685,6 +686,39 @@ def test_agent_cell_runs_a_turn_against_the_configured_endpoint(
     assert results == ["42\n"]
     (turn,) = d.session.turns
     assert turn.reason == "completed" and len(turn.steps) == 2
+
+
+def test_agent_cell_streams_one_line_per_step_and_returns_the_reply(
+    tmp_path: Path, clock: Callable[[], int]
+) -> None:
+    from dashr_ext.agent import Agent
+    from dashr_ext.testing import ScriptedServer, answer, call_run_cell
+
+    with (
+        ScriptedServer() as server,
+        Controller.create(tmp_path / "agent.jsonl", session_id="agent-test", clock=clock) as d,
+    ):
+        server.script(call_run_cell("6 * 7"), answer("It is 42."))
+        out = io.StringIO()
+        reply = agent_cell(
+            None, d, "What is 6 * 7?", out=out, base_url=server.base_url, model="m", api_key=None
+        )
+        assert reply == "It is 42." and reply.reason == "completed"
+        assert out.getvalue().splitlines() == [step.line() for step in reply.steps]
+        assert out.getvalue().startswith("step 1: run_cell · ~")
+        results = [e.message.text for e in d.session.events if e.type == "tool/result"]
+        assert results[0] == "42"
+
+        server.default = call_run_cell("print('more')")
+        out = io.StringIO()
+        agent = Agent(
+            d, base_url=server.base_url, model="scripted-model", api_key=None, max_steps=1
+        )
+        reply = agent_cell(None, d, "Again.", agent=agent, out=out)
+        assert out.getvalue().splitlines()[-1] == (
+            "turn 2 stopped after 1 step (max_steps); send another cell to continue"
+        )
+        assert agent.on_event is None  # the cell's progress printer was removed again
 
 
 def test_agent_cell_bad_input_is_a_one_line_usage_error(
