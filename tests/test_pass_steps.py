@@ -211,7 +211,6 @@ def test_compose_builds_the_summary_payload_archive_entry_and_footer(log: Sessio
     assert "<compacted-summary>\n## Current Work\n- Fixing retries.\n</compacted-summary>" in text
     marker = "[compaction archive]\nThe original context condensed here is stored verbatim"
     assert f'{marker} in kernel variable dashr_compaction_archive["c6"]' in text
-    )
     assert node.data["message"]["source"] == {
         "kind": CHECKPOINT_SOURCE, "checkpoint": "c6", "compactionId": "p5",
     }  # fmt: skip
