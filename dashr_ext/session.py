@@ -6,21 +6,22 @@ and keeps three folds of it up to date as events are appended:
 * the **surface**: the ordered seqs of the conversation nodes the next request is built from;
 * **tool pairing**: which surface node holds each tool call and which holds its result;
 * **turns and steps**: explicit ``turn/*`` / ``step/*`` markers, or inferred from message order
-  for logs that carry none.
+  (:mod:`dashr_ext.turns`).
 
 Opening a file replays it through the same folds, so the live state and the replayed state
 are equal by construction. Appends are validated before anything is written: a failed append
 leaves the log, the file and every fold exactly as they were.
 
 This module knows nothing of compaction; it only offers the queries a range selector needs
-(:meth:`Session.balanced_cuts`, :meth:`Session.units`).
+(:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
+adapters (:mod:`dashr_ext.formats`) translate messages into :class:`EventSpec` and append them.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,10 +37,12 @@ from .events import (
     now_ms,
     text_blocks,
 )
+from .turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
 
 if TYPE_CHECKING:
     from .store import Durability, Store
 
+# Step, Turn and Unit are re-exported: Session's turn queries return them.
 __all__ = ["EventSpec", "Session", "Step", "Turn", "Unit"]
 
 FORMAT = "dashr/1"
@@ -55,170 +58,6 @@ class EventSpec:
     source_event_seqs: tuple[int, ...] | None = None
     time: int | None = None
     """Epoch ms; None means the session's clock at append time."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    turn: int
-    index: int
-    start_seq: int
-    end_seq: int | None
-    """``None`` while the step is executing."""
-
-    @property
-    def is_open(self) -> bool:
-        return self.end_seq is None
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    index: int
-    start_seq: int
-    end_seq: int | None
-    reason: str | None
-    steps: tuple[Step, ...]
-
-    @property
-    def is_open(self) -> bool:
-        return self.end_seq is None
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """An indivisible run of surface nodes for range selection: a whole step or one message.
-
-    ``start``/``end`` are surface positions (``end`` exclusive).
-    """
-
-    start: int
-    end: int
-    is_open: bool
-
-
-# --------------------------------------------------------------------------- turn fold
-
-
-@dataclass
-class _TurnState:
-    """Mutable fold of turn/step markers (explicit or inferred)."""
-
-    turns: list[dict[str, Any]] = field(default_factory=list)
-    open_turn: int | None = None
-    open_step: tuple[int, int] | None = None
-    step_of: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Surface seq -> (turn, step) for nodes appended while that step was open."""
-    open_step_seqs: list[int] = field(default_factory=list)
-    """Seqs appended to the open step, in order (empty when no step is open)."""
-    closed: list[Turn] = field(default_factory=list)
-    """``Turn`` objects of the leading closed turns, built on demand."""
-
-    def add_to_open_step(self, seq: int) -> None:
-        if self.open_step is not None:
-            self.step_of[seq] = self.open_step
-            self.open_step_seqs.append(seq)
-
-    def begin_turn(self, seq: int, turn: int) -> None:
-        self.turns.append({"index": turn, "start": seq, "end": None, "reason": None, "steps": []})
-        self.open_turn = turn
-        self.open_step = None
-
-    def end_turn(self, seq: int, reason: str) -> None:
-        if self.open_step is not None:
-            self.end_step(seq)
-        if self.turns and self.turns[-1]["end"] is None:
-            self.turns[-1]["end"] = seq
-            self.turns[-1]["reason"] = reason
-        self.open_turn = None
-
-    def begin_step(self, seq: int, turn: int, step: int) -> None:
-        if self.open_step is not None:
-            self.end_step(seq)
-        if self.open_turn is None:
-            self.begin_turn(seq, turn)
-        self.turns[-1]["steps"].append({"index": step, "start": seq, "end": None})
-        self.open_step = (turn, step)
-        self.open_step_seqs = []
-
-    def end_step(self, seq: int) -> None:
-        if self.open_step is not None and self.turns and self.turns[-1]["steps"]:
-            last = self.turns[-1]["steps"][-1]
-            if last["end"] is None:
-                last["end"] = seq
-        self.open_step = None
-        self.open_step_seqs = []
-
-    def next_turn(self) -> int:
-        return len(self.turns) + 1
-
-    def next_step(self) -> int:
-        return len(self.turns[-1]["steps"]) + 1 if self.turns and self.open_turn else 1
-
-
-@dataclass
-class MarkerCursor:
-    """The little of the turn fold that marker inference needs, cheap to copy."""
-
-    turn_count: int = 0
-    open_turn: int | None = None
-    open_step: tuple[int, int] | None = None
-    step_count: int = 0
-
-    def next_turn(self) -> int:
-        return self.turn_count + 1
-
-    def next_step(self) -> int:
-        return self.step_count + 1 if self.open_turn else 1
-
-    def begin_turn(self, seq: int, turn: int) -> None:
-        self.turn_count += 1
-        self.open_turn, self.open_step, self.step_count = turn, None, 0
-
-    def end_turn(self, seq: int, reason: str) -> None:
-        self.open_turn = self.open_step = None
-
-    def begin_step(self, seq: int, turn: int, step: int) -> None:
-        if self.open_turn is None:
-            self.begin_turn(seq, turn)
-        self.step_count += 1
-        self.open_step = (turn, step)
-
-    def end_step(self, seq: int) -> None:
-        self.open_step = None
-
-
-def inferred_markers(
-    state: _TurnState | MarkerCursor, role: str, source_kind: str, has_tool_calls: bool
-) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
-    """Markers implied by one message's arrival (SPEC 3.3), as (before, after) lists.
-
-    A human user message opens a turn (ending an open one as ``interrupted``); an assistant
-    message opens a step (closing the previous one); an assistant message without tool calls
-    closes its step and turn.
-    """
-    before: list[tuple[str, dict[str, Any]]] = []
-    after: list[tuple[str, dict[str, Any]]] = []
-    turn = state.open_turn
-    step = state.open_step
-    if role == "user" and source_kind == "user":
-        if turn is not None:
-            if step is not None:
-                before.append(("step/end", {"turn": step[0], "step": step[1]}))
-            before.append(("turn/end", {"turn": turn, "reason": "interrupted"}))
-        before.append(("turn/start", {"turn": state.next_turn()}))
-    elif role == "assistant":
-        next_step = 1
-        if turn is None:
-            turn = state.next_turn()
-            before.append(("turn/start", {"turn": turn}))
-        else:
-            next_step = state.next_step()
-            if step is not None:
-                before.append(("step/end", {"turn": step[0], "step": step[1]}))
-        before.append(("step/start", {"turn": turn, "step": next_step}))
-        if not has_tool_calls:
-            after.append(("step/end", {"turn": turn, "step": next_step}))
-            after.append(("turn/end", {"turn": turn, "reason": "completed"}))
-    return before, after
 
 
 # --------------------------------------------------------------------------- session
@@ -359,14 +198,11 @@ class Session:
         self._call_name: dict[str, str] = {}
         self._result_seq: dict[str, int] = {}
         self._pending: dict[str, None] = {}
-        self._turn_state = _TurnState()
-        self._has_markers = False
-        self._explicit_markers = False
+        self._turns = TurnFold()
         self._system_prompt: str | None = None
         self._system_seq: int | None = None
         self._tools: list[dict[str, Any]] | None = None
         self._session_id = ""
-        self._created_at = 0
         self._surface_version = 0
         self._balance_cache: tuple[int, list[bool]] | None = None
         self._pos_cache: tuple[int, dict[int, int]] | None = None
@@ -382,10 +218,6 @@ class Session:
     @property
     def id(self) -> str:
         return self._session_id
-
-    @property
-    def created_at(self) -> int:
-        return self._created_at
 
     @property
     def events(self) -> Sequence[Event]:
@@ -443,9 +275,6 @@ class Session:
         """Seq of the assistant event that issued ``tool_call_id``."""
         return self._call_seq.get(tool_call_id)
 
-    def tool_result_seq(self, tool_call_id: str) -> int | None:
-        return self._result_seq.get(tool_call_id)
-
     def tool_call_name(self, tool_call_id: str) -> str | None:
         return self._call_name.get(tool_call_id)
 
@@ -485,62 +314,35 @@ class Session:
         self._balance_cache = (self._surface_version, cuts)
         return cuts
 
-    def balanced_before(self, seq: int) -> bool:
-        """True when a cut right before surface node ``seq`` splits no tool call from its result."""
-        return self.balanced_cuts()[self.position(seq)]
-
-    def balanced_after(self, seq: int) -> bool:
-        """True when a cut right after surface node ``seq`` splits no tool call from its result."""
-        return self.balanced_cuts()[self.position(seq) + 1]
-
     # ------------------------------------------------------------------ turns and steps
 
     @property
     def turns(self) -> list[Turn]:
         """Every turn, oldest first (closed turns are built once and reused)."""
-        st = self._turn_state
-        done = st.closed
-        while len(done) < len(st.turns) and st.turns[len(done)]["end"] is not None:
-            done.append(_turn(st.turns[len(done)]))  # a closed turn never changes again
-        return [*done, *(_turn(t) for t in st.turns[len(done) :])]
+        return self._turns.turns()
 
     @property
     def open_turn(self) -> int | None:
-        return self._turn_state.open_turn
+        return self._turns.open_turn
 
     @property
     def open_step(self) -> tuple[int, int] | None:
         """``(turn, step)`` of the step executing right now, if any."""
-        return self._turn_state.open_step
-
-    def step_of(self, seq: int) -> tuple[int, int] | None:
-        """``(turn, step)`` a surface node was appended in, or None for standalone nodes."""
-        return self._turn_state.step_of.get(seq)
+        return self._turns.open_step
 
     def executing_seqs(self) -> set[int]:
         """Seqs of the surface events belonging to the step executing right now."""
-        return set(self._turn_state.open_step_seqs)
+        return self._turns.executing_seqs()
 
     def units(self) -> list[Unit]:
         """The surface split into indivisible units (whole steps, standalone messages)."""
-        out: list[Unit] = []
-        open_step = self._turn_state.open_step
-        i, n = 0, len(self._surface)
-        while i < n:
-            step = self._turn_state.step_of.get(self._surface[i])
-            j = i + 1
-            if step is not None:
-                while j < n and self._turn_state.step_of.get(self._surface[j]) == step:
-                    j += 1
-            out.append(Unit(i, j, step is not None and step == open_step))
-            i = j
-        return out
+        return self._turns.units(self._surface)
 
     def begin_turn(self) -> Event:
-        """Mark the start of a turn explicitly (adapters then stop inferring markers)."""
+        """Mark the start of a turn explicitly (recorded messages then get no inferred markers)."""
         if self.open_turn is not None:
             raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
-        return self.append([EventSpec("turn/start", {"turn": self._turn_state.next_turn()})])[0]
+        return self.append([EventSpec("turn/start", {"turn": self._turns.next_turn()})])[0]
 
     def end_turn(self, reason: str = "completed") -> Event:
         turn = self.open_turn
@@ -557,9 +359,7 @@ class Session:
             raise SurfaceError("no turn is open; call begin_turn() first")
         if self.open_step is not None:
             raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
-        spec = EventSpec(
-            "step/start", {"turn": self.open_turn, "step": self._turn_state.next_step()}
-        )
+        spec = EventSpec("step/start", {"turn": self.open_turn, "step": self._turns.next_step()})
         return self.append([spec])[0]
 
     def end_step(self) -> Event:
@@ -570,32 +370,14 @@ class Session:
 
     @property
     def infers_markers(self) -> bool:
-        """Whether adapters should infer turn/step markers.
+        """Whether ``append(..., infer_markers=True)`` writes turn/step markers.
 
         False once the log holds a marker the harness wrote itself (one without
         ``"inferred": true``), so live and replayed sessions agree.
         """
-        return not self._explicit_markers
-
-    def marker_state(self) -> MarkerCursor:
-        """Where the turn/step fold stands, for adapters that infer markers over a batch."""
-        st = self._turn_state
-        steps = len(st.turns[-1]["steps"]) if st.turns and st.open_turn is not None else 0
-        return MarkerCursor(len(st.turns), st.open_turn, st.open_step, steps)
+        return not self._turns.has_explicit_markers
 
     # ------------------------------------------------------------------ appends
-
-    def append_user(
-        self, content: str | Sequence[ContentBlock], *, source_kind: str = "user"
-    ) -> Event:
-        return self._append_message("user/message", "user", {"kind": source_kind}, content)
-
-    def append_assistant(
-        self, content: str | Sequence[ContentBlock], *, model: str | None = None
-    ) -> Event:
-        return self._append_message(
-            "assistant/message", "assistant", {"kind": "model", "model": model}, content
-        )
 
     def append_tool_result(
         self,
@@ -605,19 +387,21 @@ class Session:
         tool_name: str | None = None,
         is_error: bool = False,
     ) -> Event:
-        name = tool_name or self._call_name.get(tool_call_id, "")
-        extra = {"toolCallId": tool_call_id, "toolName": name, "isError": is_error}
-        return self._append_message("tool/result", "tool", {"kind": "tool"}, content, extra)
-
-    def append_context(
-        self, content: str | Sequence[ContentBlock], *, source_kind: str = "plugin"
-    ) -> Event:
-        return self._append_message("context/message", "context", {"kind": source_kind}, content)
+        """Append the result of a waiting tool call (``tool_name`` defaults to the call's)."""
+        msg = {
+            "role": "tool",
+            "source": {"kind": "tool"},
+            "content": [block_to_json(b) for b in text_blocks(content)],
+            "toolCallId": tool_call_id,
+            "toolName": tool_name or self._call_name.get(tool_call_id, ""),
+            "isError": is_error,
+        }
+        return self.append([EventSpec("tool/result", {"message": msg}, "append")])[0]
 
     def append_log(self, type: str, data: Mapping[str, Any]) -> Event:
         """Append one log-only event (``compaction/*``, ``usage/report``, ``x-*/…``)."""
         if type in SURFACE_TYPES:
-            raise EventError(f"{type} is a surface type; use the append_* message methods")
+            raise EventError(f"{type} is a surface type; append it with a surfaceOp instead")
         return self.append([EventSpec(type, dict(data))])[0]
 
     def replace(
@@ -639,24 +423,14 @@ class Session:
         )
         return self.append([spec, *extra_log])[0]
 
-    def _append_message(
-        self,
-        type: str,
-        role: str,
-        source: dict[str, Any],
-        content: str | Sequence[ContentBlock],
-        extra: Mapping[str, Any] | None = None,
-    ) -> Event:
-        msg = {
-            "role": role,
-            "source": source,
-            "content": [block_to_json(b) for b in text_blocks(content)],
-            **(extra or {}),
-        }
-        return self.append([EventSpec(type, {"message": msg}, "append")])[0]
+    def append(self, specs: Sequence[EventSpec], *, infer_markers: bool = False) -> list[Event]:
+        """Validate and append a batch atomically: all events become durable, or none do.
 
-    def append(self, specs: Sequence[EventSpec]) -> list[Event]:
-        """Validate and append a batch atomically: all events become durable, or none do."""
+        ``infer_markers=True`` is for messages recorded from a harness (SPEC §3.3): each
+        appended message is surrounded by the turn/step markers its arrival implies, written
+        with ``"inferred": true``, unless the harness marks turns itself
+        (:attr:`infers_markers`). The returned events include those markers.
+        """
         if self._read_only:
             raise ReadOnlyError(
                 f"session {self._session_id or '(unknown)'} was opened read-only; "
@@ -665,14 +439,19 @@ class Session:
         if not specs:
             return []
         base = len(self._events)
-        new: list[Event] = []
         durable = False
         try:
-            for i, spec in enumerate(specs):
-                event = self._build(base + i, spec)
-                self._check(event)
-                self._apply(event)
-                new.append(event)
+            for spec in specs:
+                if infer_markers and spec.surface_op == "append" and self.infers_markers:
+                    before, after = self._turns.implied_markers(*_message_shape(spec))
+                    for kind, data in before:
+                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                    self._append_one(spec)
+                    for kind, data in after:
+                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                else:
+                    self._append_one(spec)
+            new = self._events[base:]
             if self._store is not None:
                 self._store.append([e.to_json() for e in new])
             durable = True
@@ -683,6 +462,11 @@ class Session:
                 self._rollback(base)
             raise
         return new
+
+    def _append_one(self, spec: EventSpec) -> None:
+        event = self._build(len(self._events), spec)
+        self._check(event)
+        self._apply(event)
 
     def _build(self, seq: int, spec: EventSpec) -> Event:
         data = spec.data
@@ -788,16 +572,10 @@ class Session:
         op = event.surface_op
         if op is not None:
             self._apply_surface(event, op)
-        elif kind in _MARKERS:
-            # Once the log carries markers, turns follow them (and stop being inferred from
-            # messages); turns inferred before are kept, so numbering goes on from there.
-            self._has_markers = True
-            if not data.get("inferred"):
-                self._explicit_markers = True
-            _fold_marker(self._turn_state, event.seq, kind, data)
+        elif kind in MARKER_TYPES:
+            self._turns.apply_marker(event.seq, kind, data)
         elif kind == "session/header":
             self._session_id = str(data["sessionId"])
-            self._created_at = int(data["createdAt"])
             self._system_prompt = data["systemPrompt"]
             self._tools = data["tools"]
         elif kind == "system/message":
@@ -814,18 +592,7 @@ class Session:
             self._surface[a : b + 1] = [seq]
         else:
             self._surface.append(seq)
-            st = self._turn_state
-            if not self._has_markers:
-                before, after = inferred_markers(
-                    st, message.role, message.source_kind, bool(message.tool_calls)
-                )
-                for kind, data in before:
-                    _fold_marker(st, seq, kind, data)
-                st.add_to_open_step(seq)
-                for kind, data in after:
-                    _fold_marker(st, seq, kind, data)
-            else:
-                st.add_to_open_step(seq)
+            self._turns.apply_message(seq, message)
         self._current.add(seq)
         for call in message.tool_calls:
             self._call_seq[call.id] = seq
@@ -838,43 +605,41 @@ class Session:
 
     # ------------------------------------------------------------------ derived messages
 
+    def surface_events(self) -> Iterator[Event]:
+        for seq in self._surface:
+            yield self._events[seq]
+
+    # transitional: removed when the controller and engine switch
     def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
-        """The next request's messages derived from the current surface."""
+        """The next request's messages; use :func:`dashr_ext.formats.openai.to_openai`."""
         if format != "openai":
             raise ValueError(f"format: expected 'openai', got {format!r}")
         from .formats.openai import to_openai
 
         return to_openai(self)
 
-    def surface_events(self) -> Iterator[Event]:
-        for seq in self._surface:
-            yield self._events[seq]
-
+    # transitional: removed when the controller and engine switch
     def record_openai(
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Event]:
-        """Append OpenAI chat message(s); see :mod:`dashr_ext.formats.openai`."""
+        """Append OpenAI chat message(s); use :func:`dashr_ext.formats.openai.record_openai`."""
         from .formats.openai import record_openai
 
         return record_openai(self, message)
 
 
-def _turn(t: Mapping[str, Any]) -> Turn:
-    steps = tuple(Step(t["index"], s["index"], s["start"], s["end"]) for s in t["steps"])
-    return Turn(t["index"], t["start"], t["end"], t["reason"], steps)
-
-
-_MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
-
-
-def _fold_marker(
-    st: _TurnState | MarkerCursor, seq: int, kind: str, data: Mapping[str, Any]
-) -> None:
-    if kind == "turn/start":
-        st.begin_turn(seq, int(data["turn"]))
-    elif kind == "turn/end":
-        st.end_turn(seq, str(data["reason"]))
-    elif kind == "step/start":
-        st.begin_step(seq, int(data["turn"]), int(data["step"]))
-    elif kind == "step/end":
-        st.end_step(seq)
+def _message_shape(spec: EventSpec) -> tuple[str, str, bool]:
+    """(role, source kind, has tool calls) of a message spec, before it is validated."""
+    msg = spec.data.get("message")
+    if not isinstance(msg, Mapping):
+        return "", "", False
+    source = msg.get("source")
+    content = msg.get("content")
+    has_calls = isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool-call" for b in content
+    )
+    return (
+        str(msg.get("role")),
+        str(source.get("kind") if isinstance(source, Mapping) else ""),
+        has_calls,
+    )

@@ -4,16 +4,53 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dashr_ext.dashr import Dashr
+from dashr_ext.events import ContentBlock, Event, block_to_json, text_blocks
+from dashr_ext.session import EventSpec, Session
 from dashr_ext.summarizers.base import SummaryRequest, SummaryResult
 
 LOREM = (
     "def compute_backoff(attempt: int, base_ms: int = 250) -> int:\n"
     "    return min(base_ms * 2 ** attempt, 30_000)\n"
 )
+
+
+def _append_message(
+    session: Session,
+    role: str,
+    content: str | Sequence[ContentBlock],
+    source: dict[str, Any],
+) -> Event:
+    """Append one surface message directly (no inferred markers), like a harness would."""
+    types = {"user": "user/message", "assistant": "assistant/message", "context": "context/message"}
+    msg = {
+        "role": role,
+        "source": source,
+        "content": [block_to_json(b) for b in text_blocks(content)],
+    }
+    return session.append([EventSpec(types[role], {"message": msg}, "append")])[0]
+
+
+def append_user(
+    session: Session, content: str | Sequence[ContentBlock], *, source_kind: str = "user"
+) -> Event:
+    return _append_message(session, "user", content, {"kind": source_kind})
+
+
+def append_assistant(
+    session: Session, content: str | Sequence[ContentBlock], *, model: str | None = None
+) -> Event:
+    return _append_message(session, "assistant", content, {"kind": "model", "model": model})
+
+
+def append_context(
+    session: Session, content: str | Sequence[ContentBlock], *, source_kind: str = "plugin"
+) -> Event:
+    return _append_message(session, "context", content, {"kind": source_kind})
 
 
 def tool_output(step: int, chars: int) -> str:

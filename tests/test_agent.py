@@ -21,6 +21,7 @@ from dashr_ext.cells import INTERRUPTED_CELL, truncate_output
 from dashr_ext.client import API_KEY_ENV, ChatClient
 from dashr_ext.errors import AgentError, ConfigError, EndpointError
 from dashr_ext.events import Event
+from dashr_ext.formats.openai import to_openai
 from dashr_ext.recall import pointer_text
 from dashr_ext.summarizers.llm import LLMSummarizer
 from dashr_ext.testing import (
@@ -105,14 +106,14 @@ def assert_log_replays(d: Dashr) -> None:
     assert d.session.path is not None
     with Dashr.open(d.session.path, read_only=True) as replayed:
         assert replayed.session.surface == d.session.surface
-        assert replayed.session.messages() == d.session.messages()
+        assert to_openai(replayed.session) == to_openai(d.session)
         assert replayed.archive == d.archive
 
 
 def assert_consistent(d: Dashr) -> None:
     assert d.session.open_turn is None
     assert d.session.pending_tool_calls() == []
-    assert orphan_results(d.session.messages()) == []
+    assert orphan_results(to_openai(d.session)) == []
     assert_log_replays(d)
 
 
@@ -330,11 +331,11 @@ def test_a_keyboard_interrupt_during_a_tool_leaves_a_balanced_replayable_log(
     assert_consistent(dashr)
 
     # A fresh process re-attaches and carries on from the same state.
-    surface, messages, path = dashr.session.surface, dashr.session.messages(), dashr.session.path
+    surface, messages, path = dashr.session.surface, to_openai(dashr.session), dashr.session.path
     dashr.close()
     assert path is not None
     with Dashr.open(path, clock=clock) as reopened:
-        assert (reopened.session.surface, reopened.session.messages()) == (surface, messages)
+        assert (reopened.session.surface, to_openai(reopened.session)) == (surface, messages)
         assert agent_for(reopened, server).run_turn("Continue.") == "Back again."
         assert [t.reason for t in reopened.session.turns] == ["interrupted", "completed"]
         assert orphan_results(server.requests[-1].messages) == []

@@ -13,6 +13,7 @@ from conftest import corpus_files
 
 from dashr_ext.cli import main
 from dashr_ext.demo import DEMO_TOOLS, demo_facts, demo_messages
+from dashr_ext.formats.openai import to_openai
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -228,7 +229,7 @@ def json_messages(path: Path) -> list[dict[str, object]]:
     from dashr_ext import Dashr
 
     with Dashr.open(path, read_only=True) as d:
-        return d.session.messages()
+        return to_openai(d.session)
 
 
 def test_import_never_touches_an_existing_output_file(

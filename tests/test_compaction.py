@@ -25,6 +25,7 @@ from dashr_ext.errors import (
     ConfigError,
     SummarizerError,
 )
+from dashr_ext.formats.openai import to_openai
 from dashr_ext.meter import TokenMeter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,11 +167,11 @@ def test_a_pressure_pass_writes_the_protocol_and_shrinks_the_request(
     assert after.total < 3000
     tail_tokens = sum(t for seq, t in after.nodes[1:])
     assert tail_tokens >= 800
-    assert not orphan_results(d.session.messages())
+    assert not orphan_results(to_openai(d.session))
     d.close()
     with Dashr.open(tmp_path / "s.jsonl", read_only=True, meter=TokenMeter("chars")) as again:
         assert again.session.surface == d.session.surface
-        assert again.session.messages() == d.session.messages()
+        assert to_openai(again.session) == to_openai(d.session)
 
 
 def test_recency_window_off_leaves_the_engine_unchanged(clock: Any) -> None:
@@ -207,7 +208,7 @@ def test_the_retained_tail_never_starts_with_an_orphaned_tool_result(
     record_steps(d, 12, chars=600, user="go")
     result = d.compact()
     assert result is not None
-    messages = d.session.messages()
+    messages = to_openai(d.session)
     assert messages[0]["role"] == "user"  # the checkpoint (no system prompt here)
     assert "<compacted-summary>" in messages[0]["content"]
     assert messages[1]["role"] == "assistant"  # the tail starts on a whole step
@@ -246,7 +247,7 @@ def test_nothing_compactable_returns_none_and_writes_nothing(tmp_path: Path, clo
     d.record_openai({"role": "user", "content": "hello"})
     mark = len(d.session)
     assert d.compact() is None
-    assert d.request_messages() == d.session.messages()
+    assert d.request_messages() == to_openai(d.session)
     assert len(d.session) == mark
 
 
@@ -259,7 +260,7 @@ def test_a_failing_summarizer_records_the_error_and_changes_nothing(
     summarizer = ScriptedSummarizer(fail=SummarizerError("endpoint returned HTTP 500"))
     d = make(tmp_path, clock, summarizer, recency_window_tokens=2000, retain_tokens=300)
     record_steps(d, 12, chars=600, user="go")
-    surface, messages, mark = d.session.surface, d.session.messages(), len(d.session)
+    surface, messages, mark = d.session.surface, to_openai(d.session), len(d.session)
     with pytest.warns(CompactionWarning, match="endpoint returned HTTP 500"):
         assert d.request_messages() == messages
     assert types_after(d, mark) == ["compaction/start", "compaction/end"]

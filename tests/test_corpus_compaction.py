@@ -11,6 +11,7 @@ from helpers import orphan_results
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext.archive import MESSAGE_BUCKETS
+from dashr_ext.formats.openai import to_openai
 
 WINDOW, RETAIN = 20_000, 4_000
 
@@ -43,9 +44,9 @@ def test_corpus_session_compacts_correctly_with_the_offline_default(
                 real = [k for k in kinds if k != {"context/message"}]
                 assert len(real) == 1, "more than one real unit is left above the window"
                 oversized_tails += 1
-            assert not orphan_results(d.session.messages())
+            assert not orphan_results(to_openai(d.session))
         live_surface = d.session.surface
-        live_messages = d.session.messages()
+        live_messages = to_openai(d.session)
         live_archive: dict[str, Any] = dict(d.archive)
         checkpoints = d.checkpoints()
         for seq in range(len(d.session)):
@@ -53,7 +54,7 @@ def test_corpus_session_compacts_correctly_with_the_offline_default(
     assert oversized_tails <= 1
     with Dashr.open(target, config=config, read_only=True) as again:
         assert again.session.surface == live_surface
-        assert again.session.messages() == live_messages
+        assert to_openai(again.session) == live_messages
         assert dict(again.archive) == live_archive
         owner: dict[int, str] = {}
         for cp in checkpoints:

@@ -15,6 +15,7 @@ from dashr_ext.demo import (
     demo_facts,
     demo_messages,
 )
+from dashr_ext.formats.openai import record_openai, to_openai
 from dashr_ext.session import Session
 
 EARLY_FACTS = ("error", "secret_value", "commit", "magic_number")
@@ -333,8 +334,8 @@ def test_tool_outputs_scale_with_output_chars() -> None:
 def test_a_session_records_the_demo_and_derives_it_back(kwargs: dict[str, int]) -> None:
     messages = demo_messages(**kwargs)
     session = Session.create(in_memory=True)
-    session.record_openai(messages)
-    assert session.messages() == messages
+    record_openai(session, messages)
+    assert to_openai(session) == messages
     assert session.system_prompt == DEMO_SYSTEM_PROMPT
     assert len(session.turns) == kwargs.get("turns", 3)
     assert all(turn.reason == "completed" for turn in session.turns)

@@ -358,11 +358,13 @@ def test_importing_the_meter_does_not_import_tiktoken(tmp_path: Path) -> None:
 
 
 def test_measures_a_real_session() -> None:
+    from helpers import append_assistant, append_user
+
     from dashr_ext.session import Session
 
     s = Session.create(in_memory=True, system_prompt=SYSTEM, tools=TOOLS)
-    s.append_user("Fix the failing retry tests.")
-    s.append_assistant("All tests pass now.")
+    append_user(s, "Fix the failing retry tests.")
+    append_assistant(s, "All tests pass now.")
     meter = TokenMeter()
     m = meter.measure(s)
     assert [seq for seq, _ in m.nodes] == list(s.surface)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import corpus_params, load_corpus
+from helpers import append_context
 
 from dashr_ext.errors import FormatError
 from dashr_ext.events import ImageBlock, ReasoningBlock
+from dashr_ext.formats.openai import record_openai, to_event_specs, to_openai
 from dashr_ext.session import Session
 
 
@@ -37,8 +40,8 @@ def test_a_tool_using_exchange_round_trips_and_infers_turns(session: Session) ->
         {"role": "tool", "tool_call_id": "c1", "content": "RETRY_BUDGET = 3"},
         {"role": "assistant", "content": "The budget is 3."},
     ]
-    session.record_openai(messages)
-    assert session.messages() == messages
+    record_openai(session, messages)
+    assert to_openai(session) == messages
     assert session.system_prompt == "You are a coding agent."
     assert [e.type for e in session.events[1:]] == [
         "system/message",
@@ -81,8 +84,8 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
         {"role": "user", "content": "again"},
         {"role": "assistant", "content": [], "tool_calls": None},
     ]
-    session.record_openai(messages)
-    assert session.messages() == messages
+    record_openai(session, messages)
+    assert to_openai(session) == messages
     user = session.event(session.surface[0]).message
     img = user.content[1]
     assert isinstance(img, ImageBlock) and (img.media_type, img.bytes) == ("image/png", 8)
@@ -93,19 +96,20 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
 def test_documented_normalisations(session: Session) -> None:
     call = tc("c1")
     call["index"] = 0  # streaming artefact: dropped
-    session.record_openai(
+    record_openai(
+        session,
         [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "content": "x"},
-        ]
+        ],
     )
-    ((compact_index_dropped,),) = [m["tool_calls"] for m in session.messages() if "tool_calls" in m]
+    ((compact_index_dropped,),) = [m["tool_calls"] for m in to_openai(session) if "tool_calls" in m]
     assert "index" not in compact_index_dropped
-    session.append_context(
-        "Context was condensed into checkpoint c4.", source_kind="history-access"
+    append_context(
+        session, "Context was condensed into checkpoint c4.", source_kind="history-access"
     )
-    assert session.messages()[-1] == {
+    assert to_openai(session)[-1] == {
         "role": "user",
         "content": "Context was condensed into checkpoint c4.",
     }
@@ -177,17 +181,18 @@ def test_documented_normalisations(session: Session) -> None:
 def test_malformed_messages_name_the_field_and_change_nothing(
     session: Session, message: dict[str, Any], field: str, problem: str
 ) -> None:
-    session.record_openai(
+    record_openai(
+        session,
         [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": None, "tool_calls": [tc("c1")]},
             {"role": "tool", "tool_call_id": "c1", "content": "x"},
-        ]
+        ],
     )
     assert session.path is not None
     before = (session.path.read_bytes(), len(session.events), session.surface)
     with pytest.raises(FormatError) as info:
-        session.record_openai(message)
+        record_openai(session, message)
     assert info.value.field == field
     assert problem in str(info.value)
     assert (session.path.read_bytes(), len(session.events), session.surface) == before
@@ -197,12 +202,13 @@ def test_a_bad_message_in_a_list_appends_none_of_the_list(session: Session) -> N
     assert session.path is not None
     before = session.path.read_bytes()
     with pytest.raises(FormatError) as info:
-        session.record_openai(
+        record_openai(
+            session,
             [
                 {"role": "user", "content": "a"},
                 {"role": "assistant", "content": "b"},
                 {"role": "tool", "tool_call_id": "ghost", "content": "c"},
-            ]
+            ],
         )
     assert info.value.field == "messages[2].tool_call_id"
     assert session.path.read_bytes() == before and len(session.events) == 1
@@ -210,9 +216,61 @@ def test_a_bad_message_in_a_list_appends_none_of_the_list(session: Session) -> N
 
 def test_non_message_input_is_rejected(session: Session) -> None:
     with pytest.raises(FormatError, match="expected an OpenAI message object or a list of them"):
-        session.record_openai("hello")  # type: ignore[arg-type]
+        record_openai(session, "hello")  # type: ignore[arg-type]
     with pytest.raises(FormatError, match=r"messages\[1\]: expected an object, got int"):
-        session.record_openai([{"role": "user", "content": "a"}, 3])  # type: ignore[list-item]
+        record_openai(session, [{"role": "user", "content": "a"}, 3])  # type: ignore[list-item]
+
+
+class KnownCalls:
+    """The tool calls a session holds, without a session (the translator reads only these)."""
+
+    def __init__(self, names: dict[str, str] | None = None, pending: Sequence[str] = ()) -> None:
+        self.names = names or {}
+        self.pending = list(pending)
+
+    def pending_tool_calls(self) -> list[str]:
+        return list(self.pending)
+
+    def tool_call_seq(self, tool_call_id: str) -> int | None:
+        return 7 if tool_call_id in self.names else None
+
+    def tool_call_name(self, tool_call_id: str) -> str | None:
+        return self.names.get(tool_call_id)
+
+
+def test_translation_needs_only_the_known_tool_calls_and_writes_no_markers() -> None:
+    calls = KnownCalls(names={"c1": "read"}, pending=["c1"])
+    specs = to_event_specs(
+        calls,
+        [
+            {"role": "tool", "tool_call_id": "c1", "content": "RETRY_BUDGET = 3"},
+            {"role": "assistant", "content": "The budget is 3."},
+        ],
+    )
+    assert [(s.type, s.surface_op) for s in specs] == [
+        ("tool/result", "append"),
+        ("assistant/message", "append"),
+    ]
+    assert specs[0].data["message"]["toolName"] == "read"  # looked up, not given
+    with pytest.raises(FormatError, match="already used"):
+        to_event_specs(calls, {"role": "assistant", "content": None, "tool_calls": [tc("c1")]})
+    with pytest.raises(FormatError, match="awaiting: none"):
+        to_event_specs(KnownCalls(), {"role": "tool", "tool_call_id": "c1", "content": "x"})
+
+
+def test_record_returns_the_inferred_markers_with_the_messages(session: Session) -> None:
+    events = record_openai(
+        session, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    )
+    assert [(e.type, e.data.get("inferred")) for e in events] == [
+        ("turn/start", True),
+        ("user/message", None),
+        ("step/start", True),
+        ("assistant/message", None),
+        ("step/end", True),
+        ("turn/end", True),
+    ]
+    assert [e.seq for e in events] == list(range(1, 7))
 
 
 @pytest.mark.corpus
@@ -222,9 +280,9 @@ def test_corpus_sessions_round_trip_through_disk(path: Path, tmp_path: Path) -> 
     messages = data["messages"]
     target = tmp_path / "s.jsonl"
     with Session.create(target, tools=data["tools"], durability="flush") as s:
-        s.record_openai(messages)
+        record_openai(s, messages)
     with Session.open(target, read_only=True) as s:
-        derived = s.messages()
+        derived = to_openai(s)
         assert s.tools == data["tools"]
     expected = copy.deepcopy(messages)
     index_dropped = 0

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import append_assistant, append_user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dashr_ext.errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
-from dashr_ext.events import TextBlock, ToolCallBlock
+from dashr_ext.events import TextBlock, ToolCallBlock, block_to_json
+from dashr_ext.formats.openai import record_openai, to_openai
 from dashr_ext.session import EventSpec, Session
+from dashr_ext.turns import TurnFold
 
 
 def checkpoint_message(text: str = "summary") -> dict[str, Any]:
@@ -41,8 +44,8 @@ def session(tmp_path: Path, clock: Any) -> Session:
 
 
 def test_create_writes_a_header_and_appends_get_dense_seqs(session: Session) -> None:
-    u = session.append_user("Fix the failing retry tests.")
-    a = session.append_assistant([TextBlock("Looking."), call("c1")], model="m")
+    u = append_user(session, "Fix the failing retry tests.")
+    a = append_assistant(session, [TextBlock("Looking."), call("c1")], model="m")
     r = session.append_tool_result("c1", "retry.py")
     assert [e.seq for e in session.events] == list(range(len(session.events)))
     assert session.events[0].type == "session/header"
@@ -62,7 +65,8 @@ def test_event_by_seq_outside_the_log_says_the_range(session: Session) -> None:
 def test_reopening_replays_to_exactly_the_live_state(tmp_path: Path, clock: Any) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
-        s.record_openai(
+        record_openai(
+            s,
             [
                 {"role": "user", "content": "hi"},
                 {
@@ -78,7 +82,7 @@ def test_reopening_replays_to_exactly_the_live_state(tmp_path: Path, clock: Any)
                 },
                 {"role": "tool", "tool_call_id": "c1", "content": "ok"},
                 {"role": "assistant", "content": "done"},
-            ]
+            ],
         )
         s.replace(s.surface[0], s.surface[2], checkpoint_message(), source_event_seqs=s.surface[:3])
         live = (s.surface, s.turns, [e.to_json() for e in s.events], s.pending_tool_calls())
@@ -96,9 +100,9 @@ def test_reopening_replays_to_exactly_the_live_state(tmp_path: Path, clock: Any)
 def test_replace_rejects_bad_ends_and_leaves_the_log_untouched(
     session: Session, args: tuple[int, int], error: str
 ) -> None:
-    session.append_user("a")
-    session.append_user("b")
-    session.append_user("c")
+    append_user(session, "a")
+    append_user(session, "b")
+    append_user(session, "c")
     before = file_bytes(session), session.surface, len(session.events)
     with pytest.raises(SurfaceError, match=error):
         session.replace(*args, checkpoint_message(), source_event_seqs=[1, 2, 3, 4, 5, 99])
@@ -107,7 +111,7 @@ def test_replace_rejects_bad_ends_and_leaves_the_log_untouched(
 
 def test_replace_must_cover_every_shadowed_node(session: Session) -> None:
     for t in "abc":
-        session.append_user(t)
+        append_user(session, t)
     before = file_bytes(session)
     with pytest.raises(SurfaceError, match=r"missing \[2\]"):
         session.replace(1, 3, checkpoint_message(), source_event_seqs=[1, 3])
@@ -115,12 +119,13 @@ def test_replace_must_cover_every_shadowed_node(session: Session) -> None:
 
 
 def test_replace_never_splits_a_tool_call_from_its_result(session: Session) -> None:
-    session.append_user("go")
-    session.append_assistant([call("c1")])
+    append_user(session, "go")
+    append_assistant(session, [call("c1")])
     session.append_tool_result("c1", "out")
-    session.append_user("next")
-    assert session.balanced_cuts() == [True, True, False, True, True]
-    assert session.balanced_after(2) is False and session.balanced_before(3) is False
+    append_user(session, "next")
+    cuts = session.balanced_cuts()
+    assert cuts == [True, True, False, True, True]
+    assert cuts[session.position(2) + 1] is False and cuts[session.position(3)] is False
     before = file_bytes(session)
     with pytest.raises(SurfaceError, match="would split a tool call from its result"):
         session.replace(1, 2, checkpoint_message(), source_event_seqs=[1, 2])
@@ -131,15 +136,15 @@ def test_replace_never_splits_a_tool_call_from_its_result(session: Session) -> N
 
 
 def test_a_pending_tool_call_makes_every_later_cut_unbalanced(session: Session) -> None:
-    session.append_user("go")
-    session.append_assistant([call("c1"), call("c2")])
+    append_user(session, "go")
+    append_assistant(session, [call("c1"), call("c2")])
     session.append_tool_result("c1", "one")
     assert session.pending_tool_calls() == ["c2"]
     assert session.balanced_cuts() == [True, True, False, False]
 
 
 def test_replacement_cannot_be_a_tool_result_or_carry_calls(session: Session) -> None:
-    session.append_user("a")
+    append_user(session, "a")
     msg = {
         "role": "user",
         "source": {"kind": "user"},
@@ -150,7 +155,7 @@ def test_replacement_cannot_be_a_tool_result_or_carry_calls(session: Session) ->
 
 
 def test_tool_results_must_answer_a_known_waiting_call(session: Session) -> None:
-    session.append_assistant([call("c1")])
+    append_assistant(session, [call("c1")])
     session.append_tool_result("c1", "x")
     before = file_bytes(session)
     with pytest.raises(SurfaceError, match="unknown tool call id 'nope'"):
@@ -158,7 +163,7 @@ def test_tool_results_must_answer_a_known_waiting_call(session: Session) -> None
     with pytest.raises(SurfaceError, match="already has a result"):
         session.append_tool_result("c1", "again")
     with pytest.raises(SurfaceError, match="already used"):
-        session.append_assistant([call("c1")])
+        append_assistant(session, [call("c1")])
     assert file_bytes(session) == before
 
 
@@ -177,9 +182,9 @@ def test_a_batch_is_atomic_when_a_later_event_is_invalid(session: Session) -> No
 
 def test_explicit_turn_and_step_markers(session: Session) -> None:
     session.begin_turn()
-    session.append_user("task")
+    append_user(session, "task")
     session.begin_step()
-    a = session.append_assistant([call("c1")])
+    a = append_assistant(session, [call("c1")])
     r = session.append_tool_result("c1", "x")
     assert session.open_step == (1, 1)
     assert session.executing_seqs() == {a.seq, r.seq}
@@ -198,12 +203,12 @@ def test_explicit_turn_and_step_markers(session: Session) -> None:
 def test_turns_are_inferred_for_logs_without_markers(tmp_path: Path, clock: Any) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
-        s.append_user("one")
-        s.append_assistant([call("c1")])
+        append_user(s, "one")
+        append_assistant(s, [call("c1")])
         s.append_tool_result("c1", "x")
-        s.append_assistant("done")
-        s.append_user("two")
-        s.append_assistant([call("c2")])
+        append_assistant(s, "done")
+        append_user(s, "two")
+        append_assistant(s, [call("c2")])
         live = s.turns
         assert [(t.index, t.reason, len(t.steps)) for t in live] == [
             (1, "completed", 2),
@@ -218,7 +223,7 @@ def test_read_only_sessions_refuse_writes(tmp_path: Path, clock: Any) -> None:
     path = tmp_path / "s.jsonl"
     Session.create(path, clock=clock).close()
     with Session.open(path, read_only=True) as r, pytest.raises(ReadOnlyError, match="read-only"):
-        r.append_user("x")
+        append_user(r, "x")
 
 
 def test_a_log_violating_the_surface_rules_is_a_precise_corrupt_error(
@@ -226,7 +231,7 @@ def test_a_log_violating_the_surface_rules_is_a_precise_corrupt_error(
 ) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
-        s.append_user("a")
+        append_user(s, "a")
     lines = path.read_text().splitlines()
     bad = json.loads(lines[1])
     bad["seq"] = 5
@@ -254,13 +259,13 @@ OPS = st.lists(
 
 def _apply_op(s: Session, op: tuple[Any, ...], counter: list[int]) -> None:
     if op[0] == "user":
-        s.append_user(f"user text {counter[0]}")
+        append_user(s, f"user text {counter[0]}")
     elif op[0] == "assistant":
         calls = []
         for _ in range(op[1]):
             counter[0] += 1
             calls.append(call(f"call{counter[0]}"))
-        s.append_assistant([TextBlock(f"assistant {counter[0]}"), *calls])
+        append_assistant(s, [TextBlock(f"assistant {counter[0]}"), *calls])
     elif op[0] == "result":
         pending = s.pending_tool_calls()
         if pending:
@@ -301,11 +306,11 @@ def test_replay_from_disk_always_equals_the_live_surface(ops: list[tuple[Any, ..
             for seq in range(len(s.events)):
                 assert s.event(seq).seq == seq  # shadowed events stay addressable
             live_surface, live_turns = s.surface, s.turns
-            live_messages = s.messages()
+            live_messages = to_openai(s)
         with Session.open(path, read_only=True) as replayed:
             assert replayed.surface == live_surface
             assert replayed.turns == live_turns
-            assert replayed.messages() == live_messages
+            assert to_openai(replayed) == live_messages
             _assert_pairing_intact(replayed)
 
 
@@ -313,14 +318,14 @@ def test_explicit_marker_mode_survives_a_reopen(tmp_path: Path, clock: Any) -> N
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
         s.begin_turn()
-        s.record_openai({"role": "user", "content": "go"})
+        record_openai(s, {"role": "user", "content": "go"})
         s.begin_step()
-        s.append_assistant([call("c1")])
+        append_assistant(s, [call("c1")])
         assert not s.infers_markers
     with Session.open(path, clock=clock) as s:
         assert not s.infers_markers
         before = len(s.events)
-        s.record_openai({"role": "tool", "tool_call_id": "c1", "content": "done"})
+        record_openai(s, {"role": "tool", "tool_call_id": "c1", "content": "done"})
         assert [e.type for e in s.events[before:]] == ["tool/result"]  # no markers inferred
         s.end_step()
         s.end_turn()
@@ -333,7 +338,7 @@ def test_a_refused_marker_call_changes_nothing(session: Session) -> None:
     with pytest.raises(SurfaceError, match="no step is open"):
         session.end_step()
     assert session.infers_markers
-    session.record_openai({"role": "user", "content": "hi"})
+    record_openai(session, {"role": "user", "content": "hi"})
     assert [e.type for e in session.events[1:]] == ["turn/start", "user/message"]
     assert session.events[1].data == {"turn": 1, "inferred": True}
 
@@ -343,12 +348,12 @@ def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
 ) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
-        s.append_user("one")
-        s.append_assistant("first answer")
-        s.append_user("two")
-        s.append_assistant("second answer")
-        s.record_openai(
-            [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
+        append_user(s, "one")
+        append_assistant(s, "first answer")
+        append_user(s, "two")
+        append_assistant(s, "second answer")
+        record_openai(
+            s, [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
         )
         live = s.turns
         assert [(t.index, t.reason) for t in live] == [
@@ -361,11 +366,67 @@ def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
 
 
 def test_closed_turns_are_built_once_and_the_open_turn_follows_the_log(session: Session) -> None:
-    session.record_openai([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
-    session.record_openai({"role": "user", "content": "c"})
+    record_openai(
+        session, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    )
+    record_openai(session, {"role": "user", "content": "c"})
     first = session.turns
     assert [t.is_open for t in first] == [False, True]
-    session.record_openai({"role": "assistant", "content": "d"})
+    record_openai(session, {"role": "assistant", "content": "d"})
     second = session.turns
     assert second[0] is first[0]  # closed: reused, not rebuilt
     assert second[1] != first[1] and not second[1].is_open
+
+
+def message_spec(role: str, *blocks: ToolCallBlock | TextBlock) -> EventSpec:
+    types = {"user": "user/message", "assistant": "assistant/message"}
+    source = {"kind": "user"} if role == "user" else {"kind": "model", "model": None}
+    content = [block_to_json(b) for b in blocks]
+    return EventSpec(
+        types[role], {"message": {"role": role, "source": source, "content": content}}, "append"
+    )
+
+
+def test_appending_with_inferred_markers_surrounds_each_message_with_its_markers(
+    session: Session,
+) -> None:
+    events = session.append(
+        [message_spec("user", TextBlock("go")), message_spec("assistant", call("c1"))],
+        infer_markers=True,
+    )
+    events += session.append([message_spec("user", TextBlock("stop"))], infer_markers=True)
+    assert [e.type for e in events if e.is_surface] == [
+        "user/message",
+        "assistant/message",
+        "user/message",
+    ]
+    markers = [(e.type, e.data) for e in events if not e.is_surface]
+    assert markers == [
+        ("turn/start", {"turn": 1, "inferred": True}),
+        ("step/start", {"turn": 1, "step": 1, "inferred": True}),
+        ("step/end", {"turn": 1, "step": 1, "inferred": True}),
+        ("turn/end", {"turn": 1, "reason": "interrupted", "inferred": True}),
+        ("turn/start", {"turn": 2, "inferred": True}),
+    ]
+    assert [(t.index, t.reason) for t in session.turns] == [(1, "interrupted"), (2, None)]
+
+
+def test_markers_are_not_inferred_once_the_harness_marks_turns(session: Session) -> None:
+    session.begin_turn()
+    events = session.append([message_spec("user", TextBlock("go"))], infer_markers=True)
+    assert [e.type for e in events] == ["user/message"]
+
+
+def test_the_fold_implies_markers_from_where_it_stands() -> None:
+    fold = TurnFold()
+    assert fold.implied_markers("tool", "tool", False) == ([], [])
+    before, after = fold.implied_markers("assistant", "model", False)
+    assert before == [("turn/start", {"turn": 1}), ("step/start", {"turn": 1, "step": 1})]
+    assert after == [
+        ("step/end", {"turn": 1, "step": 1}),
+        ("turn/end", {"turn": 1, "reason": "completed"}),
+    ]
+    for kind, data in before:
+        fold.apply_marker(3, kind, data)
+    assert (fold.open_turn, fold.open_step, fold.next_step()) == (1, (1, 1), 2)
+    assert fold.implied_markers("user", "compact-checkpoint", False) == ([], [])

@@ -1,6 +1,11 @@
-"""OpenAI chat-completions messages <-> session events.
+"""OpenAI chat-completions messages <-> session events (SPEC §3.5).
 
-:func:`record_openai` accepts the chat-completions message shapes:
+A pure translator: :func:`to_event_specs` turns messages into event specs, reading only the
+session's tool calls (:class:`KnownToolCalls`); :func:`to_openai` derives messages back from
+a session's envelope and surface (:class:`RequestSource`). :func:`record_openai` appends the
+specs, letting the session write the turn/step markers their order implies (SPEC §3.3).
+
+The accepted message shapes:
 
 * ``{"role": "system", "content": str | [text parts]}`` — an envelope change
   (``system/message``, log-only), never a surface node;
@@ -9,8 +14,7 @@
   "reasoning_content": str}`` (DeepSeek-style reasoning becomes a reasoning block);
 * ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
 
-:func:`to_openai` derives them back from the surface. The round-trip is exact except for
-these normalisations:
+The round-trip through :func:`to_openai` is exact except for these normalisations:
 
 1. ``tool_calls[].index`` (a streaming artefact) is dropped;
 2. key order follows this module, not the input;
@@ -29,8 +33,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import FormatError
 from ..events import (
@@ -42,12 +46,19 @@ from ..events import (
     block_to_json,
     render_image,
 )
-from ..session import EventSpec, _fold_marker, inferred_markers
+from ..session import EventSpec
 
 if TYPE_CHECKING:
-    from ..session import MarkerCursor, Session
+    from ..session import Session
 
-__all__ = ["record_openai", "to_openai"]
+__all__ = [
+    "KnownToolCalls",
+    "RequestSource",
+    "event_to_openai",
+    "record_openai",
+    "to_event_specs",
+    "to_openai",
+]
 
 _KNOWN_KEYS = {
     "system": {"role", "content"},
@@ -57,10 +68,45 @@ _KNOWN_KEYS = {
 }
 
 
+class KnownToolCalls(Protocol):
+    """What translating messages reads of a session: the tool calls it already holds."""
+
+    def pending_tool_calls(self) -> list[str]: ...
+
+    def tool_call_seq(self, tool_call_id: str) -> int | None: ...
+
+    def tool_call_name(self, tool_call_id: str) -> str | None: ...
+
+
+class RequestSource(Protocol):
+    """What deriving a request reads of a session: its envelope and current surface."""
+
+    @property
+    def system_message(self) -> Event | None: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    def surface_events(self) -> Iterable[Event]: ...
+
+
 def record_openai(
     session: Session, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
 ) -> list[Event]:
-    """Validate and append OpenAI chat message(s) as one atomic batch; returns the new events."""
+    """Validate and append OpenAI chat message(s) as one atomic batch; returns the new events.
+
+    The new events include the turn/step markers the session inferred around the messages.
+    """
+    return session.append(to_event_specs(session, message), infer_markers=True)
+
+
+def to_event_specs(
+    calls: KnownToolCalls, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> list[EventSpec]:
+    """Translate OpenAI chat message(s) into event specs, checking them against ``calls``.
+
+    Raises :class:`~dashr_ext.errors.FormatError` naming the first bad field.
+    """
     if isinstance(message, Mapping):
         items: list[tuple[str, Mapping[str, Any]]] = [("", message)]
     elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
@@ -74,25 +120,19 @@ def record_openai(
             "message",
             f"expected an OpenAI message object or a list of them, got {type(message).__name__}",
         )
-    conv = _Converter(session)
-    specs: list[EventSpec] = []
-    for prefix, m in items:
-        specs.extend(conv.convert(m, prefix))
-    return session.append(specs)
+    conv = _Converter(calls)
+    return [conv.convert(m, prefix) for prefix, m in items]
 
 
 class _Converter:
-    """Turns messages into event specs, tracking batch-local state (calls, markers)."""
+    """Turns messages into event specs, tracking the tool calls of the batch so far."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.pending = dict.fromkeys(session.pending_tool_calls())
+    def __init__(self, calls: KnownToolCalls) -> None:
+        self.calls = calls
+        self.pending = dict.fromkeys(calls.pending_tool_calls())
         self.new_calls: dict[str, str] = {}
-        self.markers: MarkerCursor | None = (
-            session.marker_state() if session.infers_markers else None
-        )
 
-    def convert(self, m: Mapping[str, Any], p: str) -> list[EventSpec]:
+    def convert(self, m: Mapping[str, Any], p: str) -> EventSpec:
         role = m.get("role")
         if role not in _KNOWN_KEYS:
             raise FormatError(
@@ -107,16 +147,16 @@ class _Converter:
         if role == "system":
             content, parts = _text_content(m, p, allow_none=False)
             msg = _message("system", {"kind": "system"}, content, parts, extra)
-            return [EventSpec("system/message", {"message": msg})]
+            return EventSpec("system/message", {"message": msg})
         if role == "user":
             content, parts = _user_content(m, p)
             msg = _message("user", {"kind": "user"}, content, parts, extra)
-            return self._with_markers(EventSpec("user/message", {"message": msg}, "append"), msg)
+            return EventSpec("user/message", {"message": msg}, "append")
         if role == "assistant":
             return self._assistant(m, p, extra)
         return self._tool(m, p, extra)
 
-    def _assistant(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> list[EventSpec]:
+    def _assistant(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> EventSpec:
         blocks: list[Any] = []
         reasoning = m.get("reasoning_content")
         if reasoning is not None:
@@ -136,7 +176,7 @@ class _Converter:
             msg.setdefault("openai", {})["emptyToolCalls"] = True
         elif raw_calls is None and "tool_calls" in m:
             msg.setdefault("openai", {})["nullToolCalls"] = True
-        return self._with_markers(EventSpec("assistant/message", {"message": msg}, "append"), msg)
+        return EventSpec("assistant/message", {"message": msg}, "append")
 
     def _tool_call(self, call: object, p: str) -> ToolCallBlock:
         if not isinstance(call, Mapping):
@@ -162,7 +202,7 @@ class _Converter:
             json.loads(args)
         except ValueError as exc:
             raise FormatError(f"{p}.function.arguments", f"not valid JSON ({exc})") from None
-        if call_id in self.new_calls or self.session.tool_call_seq(call_id) is not None:
+        if call_id in self.new_calls or self.calls.tool_call_seq(call_id) is not None:
             raise FormatError(
                 f"{p}.id", f"tool call id {call_id!r} is already used in this session"
             )
@@ -170,7 +210,7 @@ class _Converter:
         self.pending[call_id] = None
         return ToolCallBlock(call_id, name, args)
 
-    def _tool(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> list[EventSpec]:
+    def _tool(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> EventSpec:
         call_id = m.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise FormatError(
@@ -188,26 +228,10 @@ class _Converter:
         tool_name = name if isinstance(name, str) else self._call_name(call_id)
         msg = _message("tool", {"kind": "tool"}, content, parts, extra)
         msg.update({"toolCallId": call_id, "toolName": tool_name, "isError": False})
-        return [EventSpec("tool/result", {"message": msg}, "append")]
+        return EventSpec("tool/result", {"message": msg}, "append")
 
     def _call_name(self, call_id: str) -> str:
-        return self.new_calls.get(call_id) or self.session.tool_call_name(call_id) or ""
-
-    def _with_markers(self, spec: EventSpec, msg: Mapping[str, Any]) -> list[EventSpec]:
-        if self.markers is None:
-            return [spec]
-        role = str(msg["role"])
-        has_calls = any(b.get("type") == "tool-call" for b in msg["content"])
-        before, after = inferred_markers(self.markers, role, str(msg["source"]["kind"]), has_calls)
-        out: list[EventSpec] = []
-        for kind, data in before:
-            _fold_marker(self.markers, -1, kind, data)
-            out.append(EventSpec(kind, {**data, "inferred": True}))
-        out.append(spec)
-        for kind, data in after:
-            _fold_marker(self.markers, -1, kind, data)
-            out.append(EventSpec(kind, {**data, "inferred": True}))
-        return out
+        return self.new_calls.get(call_id) or self.calls.tool_call_name(call_id) or ""
 
 
 def _message(
@@ -311,7 +335,7 @@ def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
 # --------------------------------------------------------------------------- derive
 
 
-def to_openai(session: Session) -> list[dict[str, Any]]:
+def to_openai(session: RequestSource) -> list[dict[str, Any]]:
     """The next request's OpenAI messages: the system prompt, then the surface in order."""
     out: list[dict[str, Any]] = []
     system = session.system_message
