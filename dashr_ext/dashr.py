@@ -21,6 +21,7 @@ from .compaction.commit import close_orphan_passes, rebuild_archive
 from .config import CompactionConfig, RecallConfig
 from .errors import ConfigError
 from .events import Event, now_ms
+from .formats.openai import record_openai, to_openai
 from .meter import TokenMeter
 from .recall import Recall, RecallResult
 from .recall import tool_schemas as recall_tool_schemas
@@ -258,7 +259,7 @@ class Dashr:
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Event]:
         """Append OpenAI chat message(s); returns the new events (markers included)."""
-        return self.session.record_openai(message)
+        return record_openai(self.session, message)
 
     def report_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> Event:
         """Record the provider's usage of the last request; the meter anchors on it."""
@@ -293,7 +294,7 @@ class Dashr:
         self.engine.before_request(self._extra())
         surface = self.session.surface
         self._request_at_seq = surface[-1] if surface else None
-        return self.session.messages()
+        return to_openai(self.session)
 
     def compact(
         self,

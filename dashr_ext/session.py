@@ -23,7 +23,7 @@ import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .errors import EventError, ReadOnlyError, SurfaceError
 from .events import (
@@ -603,29 +603,11 @@ class Session:
             self._pending.pop(message.tool_call_id, None)
         self._surface_version += 1
 
-    # ------------------------------------------------------------------ derived messages
+    # ------------------------------------------------------------------ the surface in order
 
     def surface_events(self) -> Iterator[Event]:
         for seq in self._surface:
             yield self._events[seq]
-
-    # transitional: removed when the controller and engine switch
-    def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
-        """The next request's messages; use :func:`dashr_ext.formats.openai.to_openai`."""
-        if format != "openai":
-            raise ValueError(f"format: expected 'openai', got {format!r}")
-        from .formats.openai import to_openai
-
-        return to_openai(self)
-
-    # transitional: removed when the controller and engine switch
-    def record_openai(
-        self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
-    ) -> list[Event]:
-        """Append OpenAI chat message(s); use :func:`dashr_ext.formats.openai.record_openai`."""
-        from .formats.openai import record_openai
-
-        return record_openai(self, message)
 
 
 def _message_shape(spec: EventSpec) -> tuple[str, str, bool]:

@@ -121,7 +121,7 @@ def previous_summary(view: PlanView, span: Sequence[Event]) -> str | None:
 
 def prefix_messages(view: PlanView, a: int, b: int) -> list[dict[str, Any]]:
     """The request as the model saw it, up to the end of the compacted range ``a..b``."""
-    messages = to_openai(view)  # type: ignore[arg-type]
+    messages = to_openai(view)
     offset = len(messages) - len(view.surface)
     if a == 0:
         return messages[: offset + b + 1]
