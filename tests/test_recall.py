@@ -13,11 +13,16 @@ import pytest
 from conftest import corpus_files, corpus_params, load_corpus
 from helpers import ScriptedSummarizer, record_steps
 
-import dashr_ext.recall as recall_mod
+import dashr_ext.recall.queries as queries_mod
+import dashr_ext.recall.render as render_mod
+import dashr_ext.recall.search as search_mod
 from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext.errors import ConfigError, RecallError
 from dashr_ext.meter import TokenMeter
-from dashr_ext.recall import END_OF_RANGE, Recall, RecallResult, parse_cursor, pointer_text
+from dashr_ext.pointer import pointer_text
+from dashr_ext.recall import Recall, RecallResult
+from dashr_ext.recall.cursor import parse_cursor
+from dashr_ext.recall.render import END_OF_RANGE, event_body
 
 FILLER = "\n".join(f"line {i}: scheduler bookkeeping for attempt {i}" for i in range(40))
 MINUTE = "2026-07-06 12:00Z"  # the test clock starts at 12:00:00 and ticks one second per call
@@ -422,7 +427,7 @@ def test_paging_never_duplicates_or_skips_a_character(
         if cut is not None:  # the count of characters left is exact
             token = parse_cursor(page.rsplit("\n", 1)[1].removeprefix("cursor: "))
             seq = int(LABEL.findall(middle(page))[-1][1])
-            body = recall_mod.event_body(d.session.event(seq))
+            body = event_body(d.session.event(seq))
             assert int(cut.group(1)) == len(body) - token.offset
     assert reassemble(pages) == middle(whole)
     if max_chars < 1000:
@@ -887,13 +892,14 @@ def test_a_page_renders_only_its_own_events(
     r = recall_of(d, read_max_events=5)
     r.read(seq=0)  # builds the seq index once
     rendered: list[int] = []
-    real = recall_mod.event_body
+    real = render_mod.event_body
 
     def counting(event: Any) -> str:
         rendered.append(event.seq)
         return real(event)
 
-    monkeypatch.setattr(recall_mod, "event_body", counting)
+    monkeypatch.setattr(render_mod, "event_body", counting)  # pages
+    monkeypatch.setattr(queries_mod, "event_body", counting)  # cursor checks
     page = str(r.read(seq=3000))
     assert len(labels(page)) == 5
     assert len(rendered) == 5  # O(page), not O(log)
@@ -910,8 +916,8 @@ def test_search_processes_only_new_events(
     # 401 message events; the last step (an assistant call and its result) is still running
     assert "399 events scanned, 1 matched" in r.search("# step 117\n")
     seen: list[int] = []
-    real = recall_mod.normalize
-    monkeypatch.setattr(recall_mod, "normalize", lambda text: seen.append(1) or real(text))
+    real = search_mod.normalize
+    monkeypatch.setattr(queries_mod, "normalize", lambda text: seen.append(1) or real(text))
     assert "1 matched" in r.search("# step 42 def")
     assert len(seen) == 1  # only the query
     record_steps(d, 2, chars=300, first=500)
@@ -922,13 +928,13 @@ def test_search_processes_only_new_events(
 def test_the_search_index_spans_several_chunks(
     tmp_path: Path, clock: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recall_mod, "CHUNK_CHARS", 2000)
+    monkeypatch.setattr(search_mod, "CHUNK_CHARS", 2000)
     d = long_session(tmp_path, clock, 100)
     r = recall_of(d, search_max_hits=200, read_max_chars=1_000_000)
     running = d.session.executing_seqs()
     assert len(running) == 2
     bodies = {
-        e.seq: norm(recall_mod.event_body(e))
+        e.seq: norm(event_body(e))
         for e in d.session.events
         if e.is_surface and e.seq not in running
     }
@@ -1013,7 +1019,7 @@ def test_distinctive_lines_of_shadowed_tool_results_are_found_and_read(path: Pat
     if not cps:
         pytest.skip(f"{path.stem} never compacts under a 20k recency window")
     owner = {seq: c.id for c in cps for seq in c.shadowed_seqs}
-    bodies = {e.seq: norm(recall_mod.event_body(e)) for e in d.session.events if e.is_surface}
+    bodies = {e.seq: norm(event_body(e)) for e in d.session.events if e.is_surface}
     candidates: list[tuple[int, str]] = []
     for seq in sorted(owner):
         event = d.session.event(seq)
