@@ -22,7 +22,7 @@ from dashr_ext.client import API_KEY_ENV, ChatClient
 from dashr_ext.errors import AgentError, ConfigError, EndpointError
 from dashr_ext.events import Event
 from dashr_ext.formats.openai import to_openai
-from dashr_ext.recall import pointer_text
+from dashr_ext.pointer import pointer_text
 from dashr_ext.summarizers.llm import LLMSummarizer
 from dashr_ext.testing import (
     RecordedRequest,

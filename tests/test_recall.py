@@ -13,11 +13,37 @@ import pytest
 from conftest import corpus_files, corpus_params, load_corpus
 from helpers import ScriptedSummarizer, record_steps
 
-import dashr_ext.recall as recall_mod
+import dashr_ext.recall.queries as queries_mod
+import dashr_ext.recall.render as render_mod
+import dashr_ext.recall.search as search_mod
 from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext.errors import ConfigError, RecallError
+from dashr_ext.events import (
+    ContentBlock,
+    Event,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+)
 from dashr_ext.meter import TokenMeter
-from dashr_ext.recall import END_OF_RANGE, Recall, RecallResult, parse_cursor, pointer_text
+from dashr_ext.pointer import pointer_text
+from dashr_ext.recall import Recall, RecallResult
+from dashr_ext.recall.cursor import Cursor, parse_cursor
+from dashr_ext.recall.hits import narrow_note, zero_note
+from dashr_ext.recall.outline import turn_row
+from dashr_ext.recall.render import (
+    END_OF_RANGE,
+    compact_arguments,
+    event_body,
+    event_label,
+    minute_utc,
+    render_page,
+)
+from dashr_ext.recall.search import SearchIndex, normalize, snippet
+from dashr_ext.recall.tools import tool_arguments
+from dashr_ext.session import Turn
 
 FILLER = "\n".join(f"line {i}: scheduler bookkeeping for attempt {i}" for i in range(40))
 MINUTE = "2026-07-06 12:00Z"  # the test clock starts at 12:00:00 and ticks one second per call
@@ -422,7 +448,7 @@ def test_paging_never_duplicates_or_skips_a_character(
         if cut is not None:  # the count of characters left is exact
             token = parse_cursor(page.rsplit("\n", 1)[1].removeprefix("cursor: "))
             seq = int(LABEL.findall(middle(page))[-1][1])
-            body = recall_mod.event_body(d.session.event(seq))
+            body = event_body(d.session.event(seq))
             assert int(cut.group(1)) == len(body) - token.offset
     assert reassemble(pages) == middle(whole)
     if max_chars < 1000:
@@ -887,13 +913,14 @@ def test_a_page_renders_only_its_own_events(
     r = recall_of(d, read_max_events=5)
     r.read(seq=0)  # builds the seq index once
     rendered: list[int] = []
-    real = recall_mod.event_body
+    real = render_mod.event_body
 
     def counting(event: Any) -> str:
         rendered.append(event.seq)
         return real(event)
 
-    monkeypatch.setattr(recall_mod, "event_body", counting)
+    monkeypatch.setattr(render_mod, "event_body", counting)  # pages
+    monkeypatch.setattr(queries_mod, "event_body", counting)  # cursor checks
     page = str(r.read(seq=3000))
     assert len(labels(page)) == 5
     assert len(rendered) == 5  # O(page), not O(log)
@@ -910,8 +937,8 @@ def test_search_processes_only_new_events(
     # 401 message events; the last step (an assistant call and its result) is still running
     assert "399 events scanned, 1 matched" in r.search("# step 117\n")
     seen: list[int] = []
-    real = recall_mod.normalize
-    monkeypatch.setattr(recall_mod, "normalize", lambda text: seen.append(1) or real(text))
+    real = search_mod.normalize
+    monkeypatch.setattr(queries_mod, "normalize", lambda text: seen.append(1) or real(text))
     assert "1 matched" in r.search("# step 42 def")
     assert len(seen) == 1  # only the query
     record_steps(d, 2, chars=300, first=500)
@@ -922,13 +949,13 @@ def test_search_processes_only_new_events(
 def test_the_search_index_spans_several_chunks(
     tmp_path: Path, clock: Callable[[], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recall_mod, "CHUNK_CHARS", 2000)
+    monkeypatch.setattr(search_mod, "CHUNK_CHARS", 2000)
     d = long_session(tmp_path, clock, 100)
     r = recall_of(d, search_max_hits=200, read_max_chars=1_000_000)
     running = d.session.executing_seqs()
     assert len(running) == 2
     bodies = {
-        e.seq: norm(recall_mod.event_body(e))
+        e.seq: norm(event_body(e))
         for e in d.session.events
         if e.is_surface and e.seq not in running
     }
@@ -1013,7 +1040,7 @@ def test_distinctive_lines_of_shadowed_tool_results_are_found_and_read(path: Pat
     if not cps:
         pytest.skip(f"{path.stem} never compacts under a 20k recency window")
     owner = {seq: c.id for c in cps for seq in c.shadowed_seqs}
-    bodies = {e.seq: norm(recall_mod.event_body(e)) for e in d.session.events if e.is_surface}
+    bodies = {e.seq: norm(event_body(e)) for e in d.session.events if e.is_surface}
     candidates: list[tuple[int, str]] = []
     for seq in sorted(owner):
         event = d.session.event(seq)
@@ -1072,3 +1099,180 @@ def test_search_lists_originals_before_checkpoint_summaries_that_echo_them(
     assert kinds[0] == "original" and "summary" in kinds
     assert kinds == sorted(kinds)  # every original before every summary echo
     assert hits[0][0] == "2"  # the user's own message
+
+
+# --------------------------------------------------------------------------- pure pieces
+
+
+def message_event(
+    seq: int, kind: str, blocks: list[ContentBlock], *, is_error: bool | None = None
+) -> Event:
+    """A message event as the log holds it (tool results answer ``call_1`` of ``read``)."""
+    is_tool = kind == "tool/result"
+    message = Message(
+        f"m{seq}",
+        "tool" if is_tool else kind.split("/")[0],
+        {"kind": "user"},
+        tuple(blocks),
+        tool_call_id="call_1" if is_tool else None,
+        tool_name="read" if is_tool else None,
+        is_error=is_error,
+    )
+    return Event(seq, kind, 0, {"message": message.to_json()}, surface_op="append")
+
+
+def test_a_cursor_token_round_trips_and_may_keep_its_prefix() -> None:
+    assert parse_cursor("cursor: c020@4:1200") == Cursor("c20", 4, 1200)
+    assert str(parse_cursor(" s7@12:0 ")) == "s7@12:0"
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        ("c20@4", "malformed cursor 'c20@4': expected the token after 'cursor:'"),
+        ("x1@2:3", "malformed cursor 'x1@2:3'"),
+        (42, "cursor: expected the token string a page ended with .* got int 42"),
+    ],
+)
+def test_a_malformed_cursor_token_is_rejected_with_an_example(token: object, message: str) -> None:
+    with pytest.raises(RecallError, match=message):
+        parse_cursor(token)
+
+
+def test_the_search_form_is_lowercased_with_whitespace_runs_collapsed() -> None:
+    assert normalize("  Retry\n\tBUDGET  is 3 ") == "retry budget is 3"
+
+
+def test_a_snippet_keeps_a_third_of_its_width_before_a_match_spanning_whitespace() -> None:
+    body = "a" * 300 + " Retry\n\n  Budget " + "b" * 300
+    before, match, after = snippet(body, "retry budget", 60)
+    assert (before, match) == ("a" * 19 + " ", "Retry Budget")
+    assert after == " " + "b" * 27
+    assert len(before + match + after) == 60
+
+
+def test_a_snippet_maps_a_match_back_when_lowercasing_changes_the_length() -> None:
+    # "İ".lower() is two characters, so the regex misses and the offsets are mapped back.
+    assert snippet("go to İSTANBUL now", normalize("İSTANBUL")) == ("go to ", "İSTANBUL", " now")
+
+
+def test_the_search_index_lists_each_matching_event_once_across_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(search_mod, "CHUNK_CHARS", 20)
+    index = SearchIndex()
+    texts = ["retry retry retry", "nothing here", "the retry budget", "budget", "retry"]
+    for text in texts:
+        index.add(text)
+    assert len(index.chunks) == 2  # and a tail of one
+    assert index.find("retry") == [0, 2, 4]
+    assert index.find("budget") == [2, 3]
+    assert index.find("y b") == [2]  # never across two events
+    assert [index.text_of(i) for i in range(len(texts))] == texts
+
+
+def test_tool_call_arguments_are_shown_compactly_when_they_parse() -> None:
+    assert compact_arguments('{"path": "src/retry.ts", "n": [1, 2]}') == (
+        '{"path":"src/retry.ts","n":[1,2]}'
+    )
+    assert compact_arguments("{not json") == "{not json"
+    assert minute_utc(1_783_339_380_999) == "2026-07-06 12:03Z"
+
+
+def test_an_event_body_lists_its_blocks_in_order_one_per_line() -> None:
+    image = ImageBlock("a1", "image/png", 800, 600, None)
+    assistant = message_event(
+        5,
+        "assistant/message",
+        [
+            ReasoningBlock("The helper caps attempts."),
+            TextBlock("I will inspect it."),
+            ToolCallBlock("call_1", "read", '{"path": "src/retry.ts"}'),
+            image,
+        ],
+    )
+    assert event_label(assistant) == "Assistant (seq 5"
+    assert event_body(assistant) == (
+        "[reasoning] The helper caps attempts.\nI will inspect it.\n"
+        '[tool call] read {"path":"src/retry.ts"}\n[image image/png 800x600 attachment a1]'
+    )
+    failed = message_event(8, "tool/result", [TextBlock("ENOENT")], is_error=True)
+    assert event_label(failed) == "Tool result (seq 8, error"
+    empty = message_event(9, "user/message", [TextBlock("")])
+    assert (event_label(empty), event_body(empty)) == ("User (seq 9", "(empty)")
+
+
+def test_a_page_cuts_an_event_that_cannot_fit_and_the_next_resumes_at_the_next_character() -> None:
+    body = " ".join(f"word{i}" for i in range(200))
+    event = message_event(4, "user/message", [TextBlock(body)])
+
+    def page(offset: int) -> tuple[str, Cursor | None]:
+        return render_page(
+            "header",
+            iter([(0, event)]),
+            range_id="c20",
+            start_offset=offset,
+            max_position=1,
+            max_chars=300,
+            max_events=10,
+        )
+
+    first, cursor = page(0)
+    assert cursor is not None and (cursor.range, cursor.position) == ("c20", 0)
+    assert len(first) <= 300
+    kept = body[: cursor.offset]
+    assert kept.endswith(" ")  # cut after a space near the limit
+    left = len(body) - len(kept)
+    assert first == f"header\nUser (seq 4): {kept}\n… [+{left} chars]\ncursor: {cursor}"
+    second, _ = page(cursor.offset)
+    assert second.startswith(f"header\nUser (seq 4, continued): {body[cursor.offset :][:50]}")
+
+
+@pytest.mark.parametrize(
+    ("total", "current", "state"),
+    [(3, 3, "visible"), (3, 0, "shadowed"), (3, 1, "partly shadowed"), (0, 0, "shadowed")],
+)
+def test_a_turn_row_says_how_much_of_the_turn_is_visible(
+    total: int, current: int, state: str
+) -> None:
+    turn = Turn(2, 10, None, None, ())
+    first = "Why does the\nbackoff test " + "x" * 80
+    row = turn_row(turn, 36, total, current, first)
+    assert row[:4] == ("turn 2 (open)", "seqs 10-36", f"{total} events", state)
+    assert len(row[4]) == 80 and row[4].startswith("Why does the backoff test x")
+    assert row[4].endswith("…")
+    assert turn_row(Turn(1, 1, 7, None, ()), 36, 1, 1, None)[1:] == (
+        "seqs 1-7",
+        "1 event",
+        "visible",
+        "(no user message)",
+    )
+
+
+def test_the_narrowing_note_suggests_a_checkpoint_a_longer_phrase_and_a_larger_limit() -> None:
+    owners = ["(visible)", "c8", "c8", "c14"]
+    assert narrow_note(owners, 5, 20) == (
+        'more matches than shown: narrow with checkpoint="c8", a longer phrase, or limit up to '
+        "20 (matches per checkpoint: (visible) ×1, c8 ×2, c14 ×1)"
+    )
+    assert narrow_note(None, 20, 20) == "more matches than shown: narrow with a longer phrase"
+    assert zero_note(None).endswith("read a likely range with history_read(seq=0).")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("history_read", '{"seq": 3, "cursor": null}', {"seq": 3}),
+        ("history_outline", "  ", {}),
+        ("history_search", {"query": "retry", "limit": 2}, {"query": "retry", "limit": 2}),
+    ],
+)
+def test_tool_arguments_drop_nulls_and_accept_json_or_a_mapping(
+    name: str, arguments: Any, expected: dict[str, Any]
+) -> None:
+    assert tool_arguments(name, arguments) == expected
+
+
+def test_tool_arguments_reject_a_search_without_its_query() -> None:
+    with pytest.raises(RecallError, match="missing the required argument 'query'"):
+        tool_arguments("history_search", '{"limit": 3, "query": null}')

@@ -1,0 +1,49 @@
+"""Cursor tokens: where the next ``history_read`` page starts (SPEC 8).
+
+Tokens are plain and self-describing: ``c20@4:1200`` is checkpoint c20, position 4 of its
+shadowed span (0-based, surface order), character 1200 of that event's body; ``s7@12:0`` is
+the log read from seq 7, next event seq 12, character 0. A token copied with its
+``cursor:`` prefix is accepted too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import RecallError
+
+__all__ = ["Cursor", "parse_cursor"]
+
+_CURSOR = re.compile(r"(?:cursor:\s*)?([cs])(\d+)@(\d+):(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A read position: range (``c20`` or ``s7``), position, character offset."""
+
+    range: str
+    position: int
+    """Checkpoint ranges: index into the shadowed span. Seq ranges: the next event's seq."""
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.range}@{self.position}:{self.offset}"
+
+
+def parse_cursor(token: object) -> Cursor:
+    """Parse a cursor token; raises :class:`RecallError` ``malformed cursor …``."""
+    if not isinstance(token, str):
+        raise RecallError(
+            f"cursor: expected the token string a page ended with (e.g. 'c20@4:1200'), "
+            f"got {type(token).__name__} {token!r}"
+        )
+    match = _CURSOR.fullmatch(token.strip())
+    if match is None:
+        raise RecallError(
+            f"malformed cursor {token!r}: expected the token after 'cursor:' on the last line "
+            "of a history_read page, like 'c20@4:1200' (checkpoint c20, position 4, character "
+            "1200) or 's7@12:0' (the log from seq 7, next seq 12)"
+        )
+    kind, number, position, offset = match.groups()
+    return Cursor(f"{kind}{int(number)}", int(position), int(offset))

@@ -1,0 +1,175 @@
+"""The ``history_search`` result: numbered hits within the page budget, text and HTML (SPEC 8).
+
+With a checkpoint the header reads ``history_search "…" in checkpoint c20 — …``. Hits come
+in the order given (the caller puts originals first, checkpoint summaries after them);
+``matched`` counts events, not occurrences. The owning checkpoint is the one whose shadowed
+span holds the event (an event shadowed by c20 stays ``c20`` after c30 supersedes c20,
+because ``history_read("c20")`` is where it is read); visible events show ``(visible)``.
+When hits are left out, a line before the trailer says how to narrow the search; with no
+match, a line explains that the scan is literal and points at ``history_outline`` /
+``history_read``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .render import one_line
+from .result import RecallResult
+
+__all__ = ["Hit", "narrow_note", "render_hits", "zero_note"]
+
+QUERY_SHOWN_CHARS = 60
+"""Longest query shown in the header (``…`` included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One matched event: where it is, who owns it, and its snippet split around the match."""
+
+    seq: int
+    visible: bool
+    owner: str
+    time: str
+    before: str
+    match: str
+    after: str
+
+    def lines(self, number: int) -> tuple[str, str]:
+        """The hit's two lines: ``N. seq S | state | owner | time`` and ``…snippet…``."""
+        state = "visible" if self.visible else "shadowed"
+        return (
+            f"{number}. seq {self.seq} | {state} | {self.owner} | {self.time}",
+            f"…{self.before}{self.match}{self.after}…",
+        )
+
+
+def zero_note(read_target: str | None) -> str:
+    """The line shown when nothing matched; ``read_target`` is the checkpoint to suggest."""
+    read = f'history_read(checkpoint="{read_target}")' if read_target else "history_read(seq=0)"
+    return (
+        "no matches: the search is a literal, case-insensitive phrase match (words may span "
+        "whitespace; no fuzzy or semantic matching). Try a shorter or different phrase, "
+        f"history_outline(), or read a likely range with {read}."
+    )
+
+
+def narrow_note(
+    owners: Sequence[str] | None, limit: int, max_hits: int, with_counts: bool = True
+) -> str:
+    """The line shown when hits were left out.
+
+    ``owners`` are the owners of every matched event (``None`` when the search was already
+    limited to one checkpoint); they suggest a checkpoint to narrow to and give the counts.
+    """
+    ways: list[str] = []
+    counts: dict[str, int] = {}
+    if owners is not None:
+        for key in owners:
+            counts[key] = counts.get(key, 0) + 1
+        ids = [k for k in counts if k.startswith("c")]
+        if ids:
+            ways.append(f'checkpoint="{ids[0]}"')
+    ways.append("a longer phrase")
+    if limit < max_hits:
+        ways.append(f"limit up to {max_hits}")
+    listed = " or ".join(ways) if len(ways) < 3 else f"{', '.join(ways[:-1])}, or {ways[-1]}"
+    note = f"more matches than shown: narrow with {listed}"
+    if counts and with_counts:
+        parts = [f"{k} ×{v}" for k, v in list(counts.items())[:8]]
+        more = ", …" if len(counts) > 8 else ""
+        note += f" (matches per checkpoint: {', '.join(parts)}{more})"
+    return note
+
+
+def render_hits(
+    query: str,
+    matched: Sequence[int],
+    *,
+    scope: str | None,
+    scanned: int,
+    limit: int,
+    max_hits: int,
+    max_chars: int,
+    hit_of: Callable[[int], Hit],
+    owner_of: Callable[[int], str],
+    latest: str | None,
+) -> RecallResult:
+    """The search result for the ``matched`` seqs, at most ``limit`` hits within ``max_chars``.
+
+    ``scope`` is the checkpoint searched (``None``: the whole log), ``latest`` the newest
+    checkpoint. ``hit_of`` builds a hit and is called only for the hits tried; ``owner_of``
+    names the owner of any matched seq.
+    """
+    shown_query = one_line(query, QUERY_SHOWN_CHARS)
+    where = f" in checkpoint {scope}" if scope is not None else ""
+
+    def header(shown: int) -> str:
+        return (
+            f'history_search "{shown_query}"{where} — {scanned} events scanned, '
+            f"{len(matched)} matched, showing {shown}"
+        )
+
+    def trailer(truncated: bool) -> str:
+        return f"scanned {scanned}, matched {len(matched)}, truncated {str(truncated).lower()}"
+
+    hits: list[Hit] = []
+    if not matched:
+        note = zero_note(scope if scope is not None else latest)
+        lines = [header(0), note, trailer(False)]
+        text = "\n".join(lines)
+        return RecallResult(text, "search", _search_html(lines[0], [], [note], lines[-1]))
+
+    def fit(extra: list[str], count: int) -> list[Hit]:
+        used = len(header(len(matched))) + sum(len(x) + 1 for x in extra)
+        used += len(trailer(True)) + 1
+        out: list[Hit] = []
+        for seq in matched[:count]:
+            hit = hits_cache.get(seq) or hit_of(seq)
+            hits_cache[seq] = hit
+            meta, line = hit.lines(len(out) + 1)
+            cost = len(meta) + len(line) + 2
+            if used + cost > max_chars:
+                break
+            out.append(hit)
+            used += cost
+        return out
+
+    hits_cache: dict[int, Hit] = {}
+    hits = fit([], limit)
+    notes: list[str] = []
+    if len(hits) < len(matched):
+        owners = [owner_of(seq) for seq in matched] if scope is None else None
+        for counts in (True, False):  # the per-checkpoint counts go first when space is short
+            notes = [narrow_note(owners, limit, max_hits, counts)]
+            hits = fit(notes, limit)
+            if hits:
+                break
+    truncated = len(hits) < len(matched)
+    lines = [header(len(hits))]
+    for number, hit in enumerate(hits, 1):
+        lines.extend(hit.lines(number))
+    lines.extend(notes)
+    lines.append(trailer(truncated))
+    text = "\n".join(lines)
+    return RecallResult(text, "search", _search_html(lines[0], hits, notes, lines[-1]))
+
+
+def _search_html(header: str, hits: Sequence[Hit], notes: Sequence[str], trailer: str) -> str:
+    esc = html.escape
+    out = [f'<div class="dashr-recall dashr-search"><p>{esc(header)}</p>']
+    if hits:
+        out.append("<ol>")
+        for number, hit in enumerate(hits, 1):
+            meta, _ = hit.lines(number)
+            meta = meta.split(". ", 1)[1]
+            out.append(
+                f"<li><div><code>{esc(meta)}</code></div><div>…{esc(hit.before)}"
+                f"<mark>{esc(hit.match)}</mark>{esc(hit.after)}…</div></li>"
+            )
+        out.append("</ol>")
+    out.extend(f"<p>{esc(note)}</p>" for note in notes)
+    out.append(f"<p>{esc(trailer)}</p></div>")
+    return "".join(out)

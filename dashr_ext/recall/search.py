@@ -1,0 +1,138 @@
+"""Literal phrase matching: the normalised search form, the index and snippets (SPEC 8).
+
+A query and an event body match when the normalised query (lowercased, whitespace runs
+collapsed to one space) occurs in the normalised body, so the words of a phrase may span any
+whitespace. The index keeps one normalised copy of the log's message text in a few large
+strings scanned with ``str.find``; it grows with the log (only new events are added).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+
+__all__ = ["SNIPPET_CHARS", "SearchIndex", "normalize", "snippet"]
+
+SNIPPET_CHARS = 240
+"""Longest snippet text of a search hit (the ``…`` marks excluded)."""
+SNIPPET_BEFORE = 80
+"""Characters of context kept before the match in a snippet."""
+CHUNK_CHARS = 4_000_000
+"""Normalised search text is kept in strings of about this size."""
+
+_WS = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """Lowercased, whitespace runs collapsed to one space, ends stripped: the search form."""
+    return " ".join(text.lower().split())
+
+
+def _phrase_pattern(query: str) -> re.Pattern[str]:
+    return re.compile(r"\s+".join(re.escape(w) for w in query.split(" ")), re.IGNORECASE)
+
+
+def _locate(body: str, query: str) -> tuple[int, int] | None:
+    """Span of ``query`` (normalised) in ``body`` mapped back to original offsets (slow path)."""
+    chars: list[str] = []
+    index: list[int] = []
+    space = True
+    for i, ch in enumerate(body):
+        if ch.isspace():
+            if not space:
+                chars.append(" ")
+                index.append(i)
+                space = True
+            continue
+        for low in ch.lower():
+            chars.append(low)
+            index.append(i)
+        space = False
+    at = "".join(chars).find(query)
+    if at < 0:
+        return None
+    return index[at], index[at + len(query) - 1] + 1
+
+
+def snippet(body: str, query: str, width: int = SNIPPET_CHARS) -> tuple[str, str, str]:
+    """``(before, match, after)`` around the first match of normalised ``query`` in ``body``.
+
+    One line (whitespace runs collapsed), at most ``width`` characters in all, with up to
+    :data:`SNIPPET_BEFORE` (at most a third of ``width``) before the match.
+    """
+    found = _phrase_pattern(query).search(body)
+    span = found.span() if found is not None else _locate(body, query)
+    a, b = span if span is not None else (0, 0)
+    keep = min(SNIPPET_BEFORE, width // 3)
+    before = _WS.sub(" ", body[max(0, a - 4 * keep) : a])[-keep:] if keep else ""
+    match = _WS.sub(" ", body[a:b])[:width]
+    room = width - len(before) - len(match)
+    after = _WS.sub(" ", body[b : b + 4 * max(room, 0)])[: max(room, 0)]
+    return before.lstrip(), match, after.rstrip()
+
+
+class SearchIndex:
+    """Normalised text of the log's message events (index i = i-th message event).
+
+    Sealed chunks are big ``"\\n"``-joined strings (a normalised text holds no newline, so no
+    match crosses two events); the tail is joined on demand and cached.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.chunks: list[tuple[str, list[int], int]] = []
+        self.firsts: list[int] = []
+        self.tail: list[str] = []
+        self.tail_chars = 0
+        self._tail_joined: tuple[str, list[int], int] | None = None
+
+    def add(self, text: str) -> None:
+        self.tail.append(text)
+        self.tail_chars += len(text) + 1
+        self.count += 1
+        self._tail_joined = None
+        if self.tail_chars >= CHUNK_CHARS:
+            self.chunks.append(self._join())
+            self.firsts.append(self.chunks[-1][2])
+            self.tail = []
+            self.tail_chars = 0
+
+    def _join(self) -> tuple[str, list[int], int]:
+        starts: list[int] = []
+        at = 0
+        for text in self.tail:
+            starts.append(at)
+            at += len(text) + 1
+        return "\n".join(self.tail), starts, self.count - len(self.tail)
+
+    def _all(self) -> Iterator[tuple[str, list[int], int]]:
+        yield from self.chunks
+        if self.tail:
+            if self._tail_joined is None:
+                self._tail_joined = self._join()
+            yield self._tail_joined
+
+    def find(self, query: str) -> list[int]:
+        """Indices of the events whose normalised text contains ``query``, ascending."""
+        out: list[int] = []
+        for text, starts, first in self._all():
+            at = text.find(query)
+            while at != -1:
+                j = bisect_right(starts, at) - 1
+                out.append(first + j)
+                if j + 1 >= len(starts):
+                    break
+                at = text.find(query, starts[j + 1])
+        return out
+
+    def text_of(self, index: int) -> str:
+        """The normalised text of the ``index``-th message event."""
+        k = bisect_right(self.firsts, index) - 1
+        if k >= 0 and index < self.firsts[k] + len(self.chunks[k][1]):
+            text, starts, first = self.chunks[k]
+        else:
+            text, starts, first = next(c for c in self._all() if c[2] <= index < c[2] + len(c[1]))
+        j = index - first
+        end = starts[j + 1] - 1 if j + 1 < len(starts) else len(text)
+        return text[starts[j] : end]
