@@ -45,6 +45,7 @@ import httpx
 
 from ._version import __version__
 from .errors import ConfigError, EndpointError
+from .redaction import Secret, error_detail, redact_key, snippet
 
 __all__ = [
     "API_KEY_ENV",
@@ -82,21 +83,6 @@ _AsyncState = tuple[
     "AsyncGenerator[None, None] | None",
 ]
 """An async client, the event loop it belongs to and its shutdown guard."""
-
-
-class _Secret:
-    """Holds the API key; its repr never shows it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str | None) -> None:
-        self._value = value
-
-    def __repr__(self) -> str:
-        return "<secret>" if self._value else "<none>"
-
-    def get(self) -> str | None:
-        return self._value
 
 
 class _Retry(Exception):
@@ -172,7 +158,7 @@ class ChatClient:
             api_key = next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None)
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigError("ChatClient.api_key", "a string or None", type(api_key).__name__)
-        self._key = _Secret(api_key or None)
+        self._key = Secret(api_key or None)
         self._user_agent = f"dashr_ext/{__version__}"
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
@@ -375,11 +361,7 @@ class ChatClient:
         at least ``8`` characters that starts the key or ends it (and, for a key of 16
         characters or more, any run of at least 16 characters from inside it).
         """
-        key = self._key.get()
-        if not key or len(key) < 4:
-            return text
-        text = text.replace(key, "***")
-        return _scrub_fragments(text, key)
+        return redact_key(text, self._key.get())
 
     def _prepare(
         self, body: Mapping[str, Any], purpose: str | None
@@ -410,7 +392,7 @@ class ChatClient:
                 raise EndpointError(
                     self.redact(
                         f"{self.label}: {self.url} answered HTTP {status} with a body that is "
-                        f"not JSON ({exc}): {_snippet(self.redact(response.text))}"
+                        f"not JSON ({exc}): {snippet(self.redact(response.text))}"
                     ),
                     status_code=status,
                     attempts=attempt,
@@ -423,7 +405,7 @@ class ChatClient:
                     attempts=attempt,
                 )
             return data
-        detail = self.redact(_error_detail(response, self.redact))
+        detail = self.redact(error_detail(response, self.redact))
         if status in _RETRY_STATUS or status >= 500:
             delay = _retry_after(response.headers.get("Retry-After"))
             raise _Retry(f"HTTP {status}: {detail}", delay, status)
@@ -549,69 +531,3 @@ def _describe_timeout(exc: httpx.TimeoutException, timeout: httpx.Timeout) -> st
     if phase is None:
         return f"timed out ({type(exc).__name__})"
     return f"{phase[0]} timeout after {phase[1]} s ({type(exc).__name__})"
-
-
-def _snippet(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + f"… [+{len(text) - limit} chars]"
-
-
-def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
-    """The server's error message, ``redact``-ed before it is cut to a snippet."""
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        return _snippet(redact(response.text)) or response.reason_phrase
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, dict):
-            parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k)]
-            if parts:
-                return _snippet(redact(" | ".join(dict.fromkeys(parts))))
-        elif isinstance(error, str):
-            return _snippet(redact(error))
-    return _snippet(redact(response.text))
-
-
-_FRAGMENT_MIN = 8
-"""Shortest start or end of the key that :meth:`ChatClient.redact` scrubs on its own."""
-
-
-def _scrub_fragments(text: str, key: str) -> str:
-    """``text`` without pieces of ``key`` that a cut (of its head or its tail) left behind.
-
-    Scrubbed: a run of at least ``_FRAGMENT_MIN`` characters that starts the key or ends
-    it, and a run of at least twice that many from anywhere inside it.
-    """
-    n, m = len(key), _FRAGMENT_MIN
-    if n < 2 * m:
-        return text
-    grams = {key[j : j + m] for j in range(n - m + 1)}
-    out: list[str] = []
-    i = done = 0
-    while i <= len(text) - m:
-        if text[i : i + m] not in grams:
-            i += 1
-            continue
-        best = 0
-        for start in range(n - m + 1):
-            if key[start : start + m] != text[i : i + m]:
-                continue
-            length = m
-            while (
-                start + length < n
-                and i + length < len(text)
-                and key[start + length] == text[i + length]
-            ):
-                length += 1
-            edge = start == 0 or start + length == n
-            if length >= (m if edge else 2 * m):
-                best = max(best, length)
-        if best:
-            out.append(text[done:i])
-            out.append("***")
-            i = done = i + best
-        else:
-            i += 1
-    out.append(text[done:])
-    return "".join(out)

@@ -403,7 +403,7 @@ class Dashr(Magics):
             controller = DashrController.open(path, **options)
         else:
             if path is None and self.session_dir:
-                from .store import new_session_id
+                from .paths import new_session_id
 
                 path = Path(self.session_dir).expanduser() / f"{new_session_id()}.jsonl"
             controller = DashrController.create(path, **options)

@@ -100,7 +100,8 @@ class Session:
 
         ``in_memory=True`` keeps the log in memory only (tests, scratch sessions).
         """
-        from .store import Store, default_session_path, new_session_id
+        from .paths import default_session_path, new_session_id
+        from .store import Store
 
         sid = session_id or new_session_id()
         if tools is not None and (

@@ -20,15 +20,10 @@ Guarantees (SPEC 3.4):
   not a power cut). If the write or fsync fails, or is interrupted, the file is
   truncated back to its previous length before the error propagates: a batch is
   either entirely in the file or not at all.
-* **One writer.** A writer holds an exclusive ``flock`` on the session file
-  itself. ``flock`` rather than ``fcntl``/``lockf`` record locks because it
-  belongs to the open file, not the process: a second :class:`Store` in the same
-  process is refused just like another process, and closing some unrelated
-  descriptor of the file does not drop the lock. The session file itself rather
-  than a sibling ``.lock`` file because that leaves nothing behind to clean up
-  (a stale lock file cannot be removed safely without racing another opener),
-  and the kernel releases the lock when the holder dies, even on ``SIGKILL``.
-  The lock is advisory, so readers (``read_only=True``) never take or wait for it.
+* **One writer.** A writer holds an exclusive lock on the session file itself
+  (:mod:`dashr_ext.filelock`): a second :class:`Store`, in this process or another,
+  is refused with :class:`SessionLockedError`, and the lock dies with its holder.
+  Readers (``read_only=True``) never take or wait for it.
 * **Precise corruption errors.** Every complete (newline-terminated) line must be
   a JSON object; anything else, including a blank line (nothing this store
   writes produces one), raises :class:`CorruptLogError` with the file, the
@@ -44,8 +39,8 @@ Guarantees (SPEC 3.4):
   with its newline, so a missing newline means the write did not finish, and
   setting the bytes aside never guesses.
 
-Writer-mode locking uses ``fcntl`` and so needs a POSIX system; read-only
-stores work everywhere.
+Writer-mode locking needs a POSIX system; read-only stores work everywhere. Where
+session files live and what they are called is :mod:`dashr_ext.paths`.
 """
 
 from __future__ import annotations
@@ -55,17 +50,11 @@ import gc
 import io
 import json
 import os
-import re
-import secrets
-import sys
 import threading
-import time
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -75,22 +64,18 @@ from .errors import (
     CorruptLogError,
     EventError,
     ReadOnlyError,
-    SessionLockedError,
     StoreError,
     TornTailWarning,
 )
-
-if sys.platform != "win32":
-    import fcntl
+from .events import now_ms
+from .filelock import lock_exclusive, release_in_forked_child
+from .paths import utc_stamp
 
 __all__ = [
     "Durability",
     "LoadedLine",
     "Store",
     "TornTail",
-    "dashr_home",
-    "default_session_path",
-    "new_session_id",
 ]
 
 Durability = Literal["fsync", "flush"]
@@ -99,7 +84,6 @@ T = TypeVar("T")
 _DURABILITIES = ("fsync", "flush")
 # Session files hold whole conversations (code, file contents, tool output): owner-only.
 _FILE_MODE = 0o600
-_SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,71 +103,6 @@ class TornTail:
     side_file: Path | None
     """Where the torn bytes were moved; ``None`` when read-only (the bytes were left in place)."""
     nbytes: int
-
-
-# --------------------------------------------------------------------------- locations
-
-
-def dashr_home() -> Path:
-    """The dashr data directory: ``$DASHR_HOME``, or ``~/.dashr`` when it is unset or empty."""
-    value = os.environ.get("DASHR_HOME")
-    if value:
-        return Path(value).expanduser()
-    return Path.home() / ".dashr"
-
-
-_SUFFIX_MAX = 0xFFFFFF  # six hex digits
-_id_lock = threading.Lock()
-_last_id: tuple[int, int] = (0, 0)  # (milliseconds, suffix) of the previous id
-
-
-def _utc_stamp(ms: int) -> str:
-    """``20261130T012227123Z`` for an epoch-milliseconds time: sortable and filesystem-safe."""
-    moment = datetime.fromtimestamp(ms // 1000, tz=UTC)
-    return f"{moment:%Y%m%dT%H%M%S}{ms % 1000:03d}Z"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _next_id_parts() -> tuple[int, int]:
-    global _last_id
-    with _id_lock:
-        last_ms, last_suffix = _last_id
-        ms = max(_now_ms(), last_ms)  # a clock stepping back never reorders ids
-        if ms == last_ms and last_suffix < _SUFFIX_MAX:
-            # Same millisecond: count up from the previous suffix so the order holds.
-            _last_id = (ms, last_suffix + 1)
-        else:
-            if ms == last_ms:
-                ms += 1
-            # A random start in the lower half leaves room for millions of same-ms ids.
-            _last_id = (ms, secrets.randbelow(_SUFFIX_MAX // 2))
-        return _last_id
-
-
-def new_session_id() -> str:
-    """A new session id such as ``20261130T012227123Z-3f9a1c``: UTC time in ms, then random hex.
-
-    Ids sort lexicographically in creation order (strictly within one process: ids
-    made in the same millisecond count the hex part up from a random start, as ULIDs
-    do) and contain only characters that are safe in file names on every platform.
-    """
-    ms, suffix = _next_id_parts()
-    return f"{_utc_stamp(ms)}-{suffix:06x}"
-
-
-def default_session_path(session_id: str) -> Path:
-    """``dashr_home()/sessions/<session_id>.jsonl``."""
-    if not _SESSION_ID_RE.fullmatch(session_id) or ".." in session_id:
-        raise ConfigError(
-            "session_id",
-            "letters, digits, '.', '_' and '-' only, starting with a letter or digit "
-            "(e.g. from new_session_id())",
-            session_id,
-        )
-    return dashr_home() / "sessions" / f"{session_id}.jsonl"
 
 
 # --------------------------------------------------------------------------- store
@@ -222,13 +141,12 @@ class Store:
         if file is not None:
             self._size = os.fstat(file.fileno()).st_size
             self._torn = self._size > 0 and os.pread(file.fileno(), 1, self._size - 1) != b"\n"
-            _WRITERS.add(self)
+            release_in_forked_child(self)
 
     def _drop_inherited(self) -> None:
         """In a forked child: let go of the parent's descriptor without touching its lock.
 
-        ``flock`` belongs to the open file description the child shares with its parent;
-        closing the child's copy (never ``LOCK_UN``) lets the parent's ``close()`` release
+        Closing the child's copy (never ``LOCK_UN``) lets the parent's ``close()`` release
         the lock again. The child's store refuses appends from then on.
         """
         file, self._file = self._file, None
@@ -265,7 +183,7 @@ class Store:
             raise StoreError(f"{path}: cannot create the session file: {err}") from err
         file = io.FileIO(fd, "r+", closefd=True)
         try:
-            _lock(file, path)
+            lock_exclusive(file, path)
             if durability == "fsync":
                 _fsync_dir(path.parent)
         except BaseException:
@@ -296,7 +214,7 @@ class Store:
             raise StoreError(f"{path}: cannot open the session file for writing: {err}") from err
         file = io.FileIO(fd, "r+", closefd=True)
         try:
-            _lock(file, path)
+            lock_exclusive(file, path)
             return cls(path, read_only=False, durability=durability, file=file)
         except BaseException:
             file.close()
@@ -448,7 +366,7 @@ class Store:
         return TornTail(self.path, side, len(tail))
 
     def _write_side_file(self, tail: bytes) -> Path:
-        base = f"{self.path.name}.torn-{_utc_stamp(_now_ms())}"
+        base = f"{self.path.name}.torn-{utc_stamp(now_ms())}"
         for attempt in range(1000):
             side = self.path.with_name(base if attempt == 0 else f"{base}-{attempt}")
             try:
@@ -562,37 +480,6 @@ def _check_durability(durability: str) -> None:
 
 def _missing_message(path: Path) -> str:
     return f"{path}: no such session file; use Store.create() to start a new session"
-
-
-_WRITERS: weakref.WeakSet[Store] = weakref.WeakSet()
-"""Stores holding a writer lock in this process."""
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_WRITERS):
-        store._drop_inherited()
-    _WRITERS.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _lock(file: io.FileIO, path: Path) -> None:
-    if sys.platform == "win32":
-        raise StoreError(
-            f"{path}: writing a session needs POSIX file locking, which this platform lacks; "
-            "open it with read_only=True"
-        )
-    try:
-        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise SessionLockedError(
-            f"{path}: another writer holds this session's lock (one writer per session); "
-            "open it with read_only=True to inspect it, or close the other writer first"
-        ) from None
-    except OSError as err:
-        raise StoreError(f"{path}: cannot lock the session file: {err}") from err
 
 
 def _fsync_dir(directory: Path) -> None:

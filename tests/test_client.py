@@ -20,6 +20,7 @@ from dashr_ext.errors import (
     SummarizerEndpointError,
     SummarizerError,
 )
+from dashr_ext.redaction import redact_key, snippet
 from dashr_ext.summarizers.llm import LLMSummarizer
 from dashr_ext.testing import Reply, ScriptedServer, chat_completion, context_length_error
 
@@ -140,6 +141,18 @@ def test_redact_scrubs_a_piece_of_the_key_left_by_someone_elses_cut() -> None:
     assert client.redact(f"head {LONG_KEY[:20]}… [+48 chars]") == "head ***… [+48 chars]"
     assert client.redact(f"…{LONG_KEY[-12:]} tail") == "…*** tail"
     assert client.redact("a key looks like sk-12345") == "a key looks like sk-12345"
+
+
+def test_redact_key_leaves_text_alone_without_a_key_long_enough_to_scrub() -> None:
+    assert redact_key("token abc here", None) == "token abc here"
+    assert redact_key("token abc here", "abc") == "token abc here"
+    assert redact_key("token abcd here, abcd", "abcd") == "token *** here, ***"
+
+
+def test_a_snippet_is_one_line_cut_to_its_limit_with_a_note_of_the_rest() -> None:
+    assert snippet("a\n  b\tc ") == "a b c"
+    assert snippet("x" * 300) == "x" * 300
+    assert snippet("x" * 305) == "x" * 300 + "… [+5 chars]"
 
 
 def test_a_key_in_a_summarizer_error_reaches_neither_the_warning_nor_the_session_log(

@@ -32,14 +32,8 @@ from dashr_ext.errors import (
     TornTailWarning,
 )
 from dashr_ext.events import Event
-from dashr_ext.store import (
-    LoadedLine,
-    Store,
-    TornTail,
-    dashr_home,
-    default_session_path,
-    new_session_id,
-)
+from dashr_ext.paths import dashr_home, default_session_path, new_session_id, utc_stamp
+from dashr_ext.store import LoadedLine, Store, TornTail
 
 CRASH_WRITER = Path(__file__).with_name("store_crash_writer.py")
 
@@ -754,6 +748,12 @@ def test_the_default_session_path_can_be_created(
 def test_a_session_id_that_is_not_a_safe_file_name_is_rejected(bad: str) -> None:
     with pytest.raises(ConfigError, match="session_id: expected letters, digits"):
         default_session_path(bad)
+
+
+def test_a_utc_stamp_spells_epoch_milliseconds_in_utc() -> None:
+    assert utc_stamp(0) == "19700101T000000000Z"
+    assert utc_stamp(1764465747123) == "20251130T012227123Z"
+    assert utc_stamp(1764465747009) < utc_stamp(1764465747010) < utc_stamp(1764465748000)
 
 
 def id_time(session_id: str) -> float:
