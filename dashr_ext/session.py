@@ -23,9 +23,9 @@ import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import EventError, ReadOnlyError, SurfaceError
+from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 from .events import (
     SURFACE_TYPES,
     ContentBlock,
@@ -37,10 +37,9 @@ from .events import (
     now_ms,
     text_blocks,
 )
+from .paths import default_session_path, new_session_id
+from .store import Durability, Store
 from .turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
-
-if TYPE_CHECKING:
-    from .store import Durability, Store
 
 # Step, Turn and Unit are re-exported: Session's turn queries return them.
 __all__ = ["EventSpec", "Session", "Step", "Turn", "Unit"]
@@ -100,9 +99,6 @@ class Session:
 
         ``in_memory=True`` keeps the log in memory only (tests, scratch sessions).
         """
-        from .paths import default_session_path, new_session_id
-        from .store import Store
-
         sid = session_id or new_session_id()
         if tools is not None and (
             isinstance(tools, str | bytes | Mapping)
@@ -151,9 +147,6 @@ class Session:
         ``read_only=True`` takes no writer lock, so a file another process is writing can be
         inspected; appends then raise :class:`~dashr_ext.errors.ReadOnlyError`.
         """
-        from .errors import CorruptLogError
-        from .store import Store
-
         store = Store.open(Path(path), read_only=read_only, durability=durability)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # replay allocates many long-lived objects; collection only costs time
