@@ -1,11 +1,12 @@
 """dashr_ext: recallable context compaction for long-running LLM agents.
 
-The public API is what this module exports (``__all__``)::
+The public API is what this module exports (``__all__``), plus the documented modules
+:mod:`dashr_ext.errors`, :mod:`dashr_ext.agent` and :mod:`dashr_ext.testing`; every module
+whose name starts with an underscore is internal and may move::
 
     from dashr_ext import Dashr, CompactionConfig, RecallConfig
 
-In IPython or Jupyter, ``%load_ext dashr_ext`` attaches a session to the kernel (see
-:mod:`dashr_ext.magics`, the only module that imports IPython).
+In IPython or Jupyter, ``%load_ext dashr_ext`` attaches a session to the kernel.
 """
 
 from __future__ import annotations
@@ -14,28 +15,45 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._version import __version__
+from .agent import Agent, AgentReply
 from .checkpoints import Checkpoint
 from .compaction import CompactionResult
 from .config import CompactionConfig, RecallConfig
 from .dashr import Dashr
 from .errors import CompactionWarning
 from .events import Event, Message
+from .meter import Measurement, TokenMeter
+from .recall import RecallResult
 from .session import Session, Step, Turn
+from .summarizers.base import Summarizer, SummaryRequest, SummaryResult
+from .summarizers.extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from .summarizers.llm import LLMSummarizer
+
 __all__ = [
+    "Agent",
+    "AgentReply",
     "Checkpoint",
     "CompactionConfig",
     "CompactionResult",
     "CompactionWarning",
     "Dashr",
     "Event",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Measurement",
     "Message",
     "RecallConfig",
+    "RecallResult",
     "Session",
     "Step",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "TokenMeter",
     "Turn",
     "__version__",
     "errors",
@@ -56,3 +74,12 @@ def unload_ipython_extension(ip: InteractiveShell) -> Any:
     from .magics import unload_ipython_extension
 
     return unload_ipython_extension(ip)
+
+
+def __getattr__(name: str) -> Any:
+    # LLMSummarizer brings httpx with it: imported on first use, not with the package.
+    if name == "LLMSummarizer":
+        from .summarizers.llm import LLMSummarizer
+
+        return LLMSummarizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
