@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
+import tomllib
+from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,7 @@ from dashr_ext.demo import (
     DEMO_SYSTEM_PROMPT,
     DEMO_TOOLS,
     MIN_STEPS_PER_TURN,
+    builder,
     demo_facts,
     demo_messages,
 )
@@ -342,3 +347,73 @@ def test_a_session_records_the_demo_and_derives_it_back(kwargs: dict[str, int]) 
     steps = kwargs.get("steps_per_turn", 12)
     assert [len(turn.steps) for turn in session.turns] == [steps + 1] * len(session.turns)
     assert session.pending_tool_calls() == []
+
+
+# --------------------------------------------------------------------------- the packaged data
+
+
+def _templates_named_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        found = {value["template"]} if isinstance(value.get("template"), str) else set()
+        return found.union(*(_templates_named_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_templates_named_in(v) for v in value))
+    return set()
+
+
+def test_the_scenario_and_its_texts_load_as_package_resources() -> None:
+    package = files("dashr_ext.demo")
+    data = json.loads(package.joinpath("scenario.json").read_text(encoding="utf-8"))
+    assert data["system_prompt"] == DEMO_SYSTEM_PROMPT
+    assert list(data["tools"]) == [t["function"]["name"] for t in DEMO_TOOLS]
+    assert data["facts"] == demo_facts()
+    names = set(data["files"].values()) | _templates_named_in(data)
+    assert {"retry_v1", "test_retry_v2", "docs_v2", "report"} <= names
+    for name in names:
+        text = package.joinpath("texts", f"{name}.txt").read_text(encoding="utf-8")
+        assert text.strip(), name
+
+
+def test_every_data_file_of_the_demo_package_is_declared_as_package_data() -> None:
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    assert "dashr_ext.demo" in config["setuptools"]["packages"]
+    patterns = config["setuptools"]["package-data"]["dashr_ext.demo"]
+    folder = root / "dashr_ext" / "demo"
+    data = [
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert "scenario.json" in data
+    for name in data:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
+
+
+def test_multi_line_texts_are_stored_as_lists_of_lines_and_loaded_as_text() -> None:
+    raw = json.loads(files("dashr_ext.demo").joinpath("scenario.json").read_text("utf-8"))
+    stored = raw["turns"][2]["steps"][-1]["output"]
+    assert stored["lines"][:2] == [" M docs/retry.md", " M {{file}}"]
+    assert builder.scenario()["turns"][2]["steps"][-1]["output"] == "\n".join(stored["lines"])
+
+
+def test_placeholders_fill_text_and_a_lone_one_stands_for_its_value() -> None:
+    ctx = {"file": "src/a.py", "n": 3, "paths": ["x", "y"]}
+    assert builder.render("cat {{file}} ({{n}} lines)", ctx) == "cat src/a.py (3 lines)"
+    assert builder.render('f"{len(report)}" {x}', ctx) == 'f"{len(report)}" {x}'
+    assert builder.resolve({"pytest": "{{paths}}", "say": ["{{file}}!"]}, ctx) == {
+        "pytest": ["x", "y"],
+        "say": ["src/a.py!"],
+    }
+    with pytest.raises(KeyError, match="missing"):
+        builder.render("{{missing}}", ctx)
+
+
+def test_fit_drops_optional_steps_from_the_end_or_inserts_fillers_at_the_marked_step() -> None:
+    a, b, d = {"id": "a", "required": True}, {"id": "b"}, {"id": "d"}
+    c = {"id": "c", "required": True, "fillers_before": True}
+    assert builder.fit([a, b, c, d], 4) == [a, b, c, d]
+    assert builder.fit([a, b, c, d], 3) == [a, b, c]
+    assert builder.fit([a, b, c, d], 2) == [a, c]
+    assert builder.fit([a, b, c, d], 6) == [a, b, None, None, c, d]
+    assert builder.fit([a, b, d], 4) == [a, b, d, None]
