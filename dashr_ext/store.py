@@ -1,46 +1,6 @@
 """Durable append-only JSONL store: one JSON object per line, one writer per file.
 
-The store is a thin shell around a file; it knows nothing about what the objects
-mean. :class:`Store` appends batches of objects durably, loads them back with
-precise errors, and recovers a line torn by a crash::
-
-    with Store.create(default_session_path(new_session_id())) as store:
-        store.append([{"seq": 0, "type": "session/header", ...}])
-        lines, torn = store.load()
-
-Guarantees (SPEC 3.4):
-
-* **Lines.** Each object is one line, ``json.dumps(obj, ensure_ascii=False,
-  separators=(",", ":"))`` in UTF-8 plus ``"\n"``; NaN and the infinities are
-  refused (:class:`EventError`) because they are not JSON.
-* **Durability.** ``append`` writes a whole batch with one ``write`` call to a
-  descriptor opened ``O_APPEND`` (so it always lands at the end), then
-  ``os.fsync`` once (``durability="fsync"``, the default) or nothing more
-  (``"flush"``: the bytes are handed to the OS, so they survive the process but
-  not a power cut). If the write or fsync fails, or is interrupted, the file is
-  truncated back to its previous length before the error propagates: a batch is
-  either entirely in the file or not at all.
-* **One writer.** A writer holds an exclusive lock on the session file itself
-  (:mod:`dashr_ext.filelock`): a second :class:`Store`, in this process or another,
-  is refused with :class:`SessionLockedError`, and the lock dies with its holder.
-  Readers (``read_only=True``) never take or wait for it.
-* **Precise corruption errors.** Every complete (newline-terminated) line must be
-  a JSON object; anything else, including a blank line (nothing this store
-  writes produces one), raises :class:`CorruptLogError` with the file, the
-  1-based line number and the reason, and the file is left byte-for-byte as it was.
-* **Torn tail recovery.** Bytes after the last newline come from a write cut
-  short by a crash (or, seen by a reader, from a writer in mid-append). A writer's
-  :meth:`Store.load` moves them to ``<file>.torn-<UTC time>`` (the side file is
-  written and fsynced before the main file is truncated, so the bytes are on disk
-  at every instant) and warns with :class:`TornTailWarning`; a reader ignores
-  them, leaves the file untouched and warns. A writer must ``load()`` before its
-  first ``append()`` when the file ends torn. A tail that happens to parse as a
-  complete JSON object is still treated as torn: every line is written together
-  with its newline, so a missing newline means the write did not finish, and
-  setting the bytes aside never guesses.
-
-Writer-mode locking needs a POSIX system; read-only stores work everywhere. Where
-session files live and what they are called is :mod:`dashr_ext.paths`.
+The durable end of the session log (SPEC §3.4); :class:`Store` says what it guarantees.
 """
 
 from __future__ import annotations
@@ -114,6 +74,48 @@ class Store:
     Use :meth:`create` for a new file and :meth:`open` for an existing one. A writer
     must :meth:`load` before its first :meth:`append` when the file ends with a torn
     line. Calls on one store are serialised by an internal lock.
+
+    The store is a thin shell around a file; it knows nothing about what the objects
+    mean. :class:`Store` appends batches of objects durably, loads them back with
+    precise errors, and recovers a line torn by a crash::
+
+        with Store.create(default_session_path(new_session_id())) as store:
+            store.append([{"seq": 0, "type": "session/header", ...}])
+            lines, torn = store.load()
+
+    Guarantees (SPEC 3.4):
+
+    * **Lines.** Each object is one line, ``json.dumps(obj, ensure_ascii=False,
+      separators=(",", ":"))`` in UTF-8 plus ``"\n"``; NaN and the infinities are
+      refused (:class:`EventError`) because they are not JSON.
+    * **Durability.** ``append`` writes a whole batch with one ``write`` call to a
+      descriptor opened ``O_APPEND`` (so it always lands at the end), then
+      ``os.fsync`` once (``durability="fsync"``, the default) or nothing more
+      (``"flush"``: the bytes are handed to the OS, so they survive the process but
+      not a power cut). If the write or fsync fails, or is interrupted, the file is
+      truncated back to its previous length before the error propagates: a batch is
+      either entirely in the file or not at all.
+    * **One writer.** A writer holds an exclusive lock on the session file itself
+      (:mod:`dashr_ext.filelock`): a second :class:`Store`, in this process or another,
+      is refused with :class:`SessionLockedError`, and the lock dies with its holder.
+      Readers (``read_only=True``) never take or wait for it.
+    * **Precise corruption errors.** Every complete (newline-terminated) line must be
+      a JSON object; anything else, including a blank line (nothing this store
+      writes produces one), raises :class:`CorruptLogError` with the file, the
+      1-based line number and the reason, and the file is left byte-for-byte as it was.
+    * **Torn tail recovery.** Bytes after the last newline come from a write cut
+      short by a crash (or, seen by a reader, from a writer in mid-append). A writer's
+      :meth:`Store.load` moves them to ``<file>.torn-<UTC time>`` (the side file is
+      written and fsynced before the main file is truncated, so the bytes are on disk
+      at every instant) and warns with :class:`TornTailWarning`; a reader ignores
+      them, leaves the file untouched and warns. A writer must ``load()`` before its
+      first ``append()`` when the file ends torn. A tail that happens to parse as a
+      complete JSON object is still treated as torn: every line is written together
+      with its newline, so a missing newline means the write did not finish, and
+      setting the bytes aside never guesses.
+
+    Writer-mode locking needs a POSIX system; read-only stores work everywhere. Where
+    session files live and what they are called is :mod:`dashr_ext.paths`.
     """
 
     path: Path

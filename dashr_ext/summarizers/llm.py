@@ -1,35 +1,6 @@
 """Summaries written by a model behind any OpenAI-compatible ``/chat/completions`` API.
 
-:class:`LLMSummarizer` works with DeepSeek, OpenAI, vLLM, Ollama, a LiteLLM proxy
-or anything else that speaks ``POST {base_url}/chat/completions``; the HTTP side
-(retries, backoff, ``Retry-After``, key handling) is :class:`~dashr_ext.client.ChatClient`.
-
-**Prompt-cache reuse.** The request replays ``request.prefix_messages`` (the
-conversation exactly as the model last saw it, system prompt first, plus the
-same tool schemas) and appends the rendered ``prompts/summarize.md`` as the
-final user message. The provider's cached prefix is therefore reused and only
-the instruction and the summary are new tokens. If the provider answers that
-this request is too long for its context window, the summarizer retries once
-with a compact transcript of the span instead (each message clipped), which
-gives up the cache to get a summary at all.
-
-**Failures** raise :class:`~dashr_ext.errors.SummarizerError`: connect errors,
-timeouts, 408/409/429 and 5xx responses are retried ``max_retries`` times with
-exponential backoff and jitter (a ``Retry-After`` header is honoured, capped at
-``retry_after_max`` seconds); other HTTP errors, malformed JSON, a missing
-``choices[0].message.content``, an empty summary and a summary that is not
-smaller (in ``request.count_tokens`` tokens) than the span it condenses fail at
-once. Endpoint failures are :class:`~dashr_ext.errors.SummarizerEndpointError`,
-which is also an :class:`~dashr_ext.errors.EndpointError`.
-
-**The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else
-``DEEPSEEK_API_KEY``, else ``OPENAI_API_KEY``; none is fine for keyless local
-servers) is sent only in the ``Authorization`` header. It never appears in
-``repr()``, in error messages or in anything returned; text from the server is
-scrubbed of it before it is shown.
-
-Every request carries ``X-Dashr-Purpose: compaction`` so a proxy can tell
-compaction traffic from the agent's own calls.
+SPEC §5.2; :class:`LLMSummarizer` documents the cache reuse, failures and key handling.
 """
 
 from __future__ import annotations
@@ -82,6 +53,37 @@ class LLMSummarizer:
     :class:`~dashr_ext.client.ChatClient`; pass ``client=`` to share one instead.
     One long-lived ``httpx.Client`` (and, on first async use, one
     ``httpx.AsyncClient``) serves every call; :meth:`close` releases them.
+
+    :class:`LLMSummarizer` works with DeepSeek, OpenAI, vLLM, Ollama, a LiteLLM proxy
+    or anything else that speaks ``POST {base_url}/chat/completions``; the HTTP side
+    (retries, backoff, ``Retry-After``, key handling) is :class:`~dashr_ext.client.ChatClient`.
+
+    **Prompt-cache reuse.** The request replays ``request.prefix_messages`` (the
+    conversation exactly as the model last saw it, system prompt first, plus the
+    same tool schemas) and appends the rendered ``prompts/summarize.md`` as the
+    final user message. The provider's cached prefix is therefore reused and only
+    the instruction and the summary are new tokens. If the provider answers that
+    this request is too long for its context window, the summarizer retries once
+    with a compact transcript of the span instead (each message clipped), which
+    gives up the cache to get a summary at all.
+
+    **Failures** raise :class:`~dashr_ext.errors.SummarizerError`: connect errors,
+    timeouts, 408/409/429 and 5xx responses are retried ``max_retries`` times with
+    exponential backoff and jitter (a ``Retry-After`` header is honoured, capped at
+    ``retry_after_max`` seconds); other HTTP errors, malformed JSON, a missing
+    ``choices[0].message.content``, an empty summary and a summary that is not
+    smaller (in ``request.count_tokens`` tokens) than the span it condenses fail at
+    once. Endpoint failures are :class:`~dashr_ext.errors.SummarizerEndpointError`,
+    which is also an :class:`~dashr_ext.errors.EndpointError`.
+
+    **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else
+    ``DEEPSEEK_API_KEY``, else ``OPENAI_API_KEY``; none is fine for keyless local
+    servers) is sent only in the ``Authorization`` header. It never appears in
+    ``repr()``, in error messages or in anything returned; text from the server is
+    scrubbed of it before it is shown.
+
+    Every request carries ``X-Dashr-Purpose: compaction`` so a proxy can tell
+    compaction traffic from the agent's own calls.
     """
 
     kind = "llm"
