@@ -1,0 +1,88 @@
+"""The IPython extension: ``%load_ext dashr_ext``, the ``Dashr`` options and the magics (SPEC §9).
+
+Loading attaches a session and binds ``dashr`` (the controller),
+``dashr_compaction_archive`` and ``history_outline`` / ``history_read`` /
+``history_search`` in the user namespace; ``%unload_ext dashr_ext`` removes exactly those,
+the magics and the configurable, and closes the session.
+
+Every option is a trait of the ``Dashr`` configurable. In ``ipython_config.py``::
+
+    c.Dashr.recency_window_tokens = 500000
+    c.Dashr.retain_tokens = 50000
+
+or live, validated and applied to the live session at once::
+
+    %config Dashr.retain_tokens = 50000
+    %config Dashr                  # every option with its help and current value
+
+Magics (``%name?`` shows each one's manual)::
+
+    %dashr status | config | attach PATH | export PATH | snapshot save PATH | snapshot load PATH
+    %compact [--dry-run]
+    %history_outline
+    %history_read c42 | --seq N | --cursor TOKEN
+    %history_search QUERY [--checkpoint c42] [--limit N]
+    %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
+
+Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
+:mod:`.options` (trait groups, validation), :mod:`.subcommands` (``%dashr``),
+:mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
+:mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors).
+"""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets import TraitError
+
+from .agent_turn import agent_cell
+from .arguments import one_line_errors
+from .attachment import NAMESPACE_NAMES
+from .configurable import Dashr
+from .snapshot import SNAPSHOT_WARNING, load_snapshot, save_snapshot
+
+__all__ = [
+    "NAMESPACE_NAMES",
+    "SNAPSHOT_WARNING",
+    "Dashr",
+    "agent_cell",
+    "load_ipython_extension",
+    "load_snapshot",
+    "save_snapshot",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(shell: InteractiveShell) -> None:
+    """Attach a session, bind the names and register the magics; a second call does nothing."""
+    if isinstance(shell.magics_manager.registry.get("Dashr"), Dashr):
+        return
+    configurables = len(shell.configurables)
+    try:
+        magics = Dashr(shell=shell)
+        with one_line_errors():
+            magics.start()
+    except TraitError as exc:  # a bad value in the configuration (c.Dashr.…)
+        del shell.configurables[configurables:]
+        raise UsageError(f"dashr_ext: {exc}") from None
+    except BaseException:
+        del shell.configurables[configurables:]
+        raise
+    shell.register_magics(magics)
+
+
+def unload_ipython_extension(shell: InteractiveShell) -> None:
+    """Undo :func:`load_ipython_extension`: names, magics, configurable; close the session."""
+    manager = shell.magics_manager
+    magics = manager.registry.get("Dashr")
+    if not isinstance(magics, Dashr):
+        return
+    magics.stop()
+    for kind, table in magics.magics.items():
+        registered = manager.magics[kind]
+        for name, func in table.items():
+            if registered.get(name) is func:
+                del registered[name]
+    del manager.registry["Dashr"]
+    shell.configurables[:] = [c for c in shell.configurables if id(c) != id(magics)]
