@@ -25,8 +25,8 @@ from .. import archive as archive_mod
 from ..config import MIN_SUMMARY_TOKENS
 from ..errors import CompactionError, CompactionInProgressError, SummarizerError, SurfaceError
 from ..events import Event, now_ms
+from ..footers import frame_checkpoint
 from ..meter import MESSAGE_OVERHEAD_TOKENS
-from ..prompts import render
 from ..session import EventSpec, Session
 from ..summarizers.base import Summarizer, SummaryRequest
 
@@ -174,12 +174,6 @@ def summary_preview(summary: str) -> str:
         if text and not line.startswith("#") and not text.endswith(":"):
             return text
     return ""
-
-
-def frame_checkpoint(summary: str, footer: str) -> str:
-    """The checkpoint node's text: framing preamble, the tagged summary, then the footer."""
-    preamble = render("checkpoint").strip()
-    return f"{preamble}\n\n<compacted-summary>\n{summary}\n</compacted-summary>\n\n{footer}"
 
 
 class CompactionEngine:
