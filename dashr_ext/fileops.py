@@ -106,6 +106,8 @@ def _dedupe(ops: Iterable[FileOp]) -> list[FileOp]:
     return out
 
 
+# --------------------------------------------------------------------------- tool-call forms
+
 _EDITOR_COMMANDS: Mapping[str, str] = {
     "view": "read",
     "create": "create",

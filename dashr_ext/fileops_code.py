@@ -57,6 +57,7 @@ def patch_ops(text: str) -> list[FileOp]:
 
 
 def python_ops(code: str) -> list[FileOp]:
+    """The file operations of Python source, in source order."""
     return [op for _, _, op in sorted(python_keyed_ops(code), key=lambda k: (k[0], k[1]))]
 
 
@@ -87,6 +88,10 @@ _PANDAS_WRITERS = frozenset(
 
 
 def python_keyed_ops(code: str) -> list[tuple[int, int, FileOp]]:
+    """The file operations of Python source with their ``(line, column)``, unordered.
+
+    The position lets a notebook cell interleave them with its ``!`` shell lines.
+    """
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -1,9 +1,13 @@
 """The file operations a shell script names (a part of :mod:`dashr_ext.fileops`, SPEC §7.1).
 
-A quote-aware lexer splits the script into simple commands (heredoc bodies stay attached
-to their delimiter and are never read as commands); each command's program and
+A quote-aware lexer splits the script into simple commands; each command's program and
 redirections then say what it does to which file. ``bash -c``, ``python -c``, ``python
 <<EOF`` and ``apply_patch`` bodies are analysed as what they are.
+
+The lexer is hand-written because :mod:`shlex` reads shell differently where it matters
+here: a quoted ``'>'`` comes back as the operator ``>``, ``#`` inside a word starts a
+comment, ``$(…)``, backticks and heredocs are unknown to it, and an open quote can only be
+found by re-lexing, which makes long multi-line ``python -c "…"`` scripts quadratic.
 """
 
 from __future__ import annotations
@@ -24,6 +28,47 @@ _OPERATOR_CHARS = frozenset(";&|<>()")
 _SEPARATORS = frozenset({";", "&&", "||", "|", "|&", "&", ";;", "(", ")"})
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _MAX_DEPTH = 3
+
+
+def shell_ops(script: str, depth: int = 0) -> list[FileOp]:
+    """The file operations of a shell script, in order (``depth``: ``bash -c`` nesting)."""
+    if depth > _MAX_DEPTH:
+        return []
+    out: list[FileOp] = []
+    for command in _commands(_lex(script)):
+        out.extend(_command_ops(command, depth))
+    return out
+
+
+def argv_ops(argv: Sequence[str]) -> list[FileOp]:
+    """Operations of an exec-style argv (``["bash", "-lc", "…"]``)."""
+    return _command_ops(_Command(list(argv), []), 0)
+
+
+def shell_words(line: str) -> list[str]:
+    """The words of one shell line, dequoted, without its operators."""
+    return [tok.text for tok in _lex(line) if tok.kind == "word"]
+
+
+def operands(args: Sequence[str], value_options: frozenset[str] = frozenset()) -> list[str]:
+    """The non-option arguments, skipping the value of each option in ``value_options``."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(a for a in args[i + 1 :] if a)
+            break
+        if arg.startswith("-") and len(arg) > 1:
+            i += 2 if arg in value_options else 1
+            continue
+        if arg and arg != "-":
+            out.append(arg)
+        i += 1
+    return out
+
+
+# --------------------------------------------------------------------------- lexer
 
 
 @dataclass
@@ -221,24 +266,7 @@ def _commands(toks: Sequence[_Tok]) -> Iterator[_Command]:
         yield _Command(argv, redirects)
 
 
-def shell_ops(script: str, depth: int = 0) -> list[FileOp]:
-    if depth > _MAX_DEPTH:
-        return []
-    out: list[FileOp] = []
-    for command in _commands(_lex(script)):
-        out.extend(_command_ops(command, depth))
-    return out
-
-
-def shell_words(line: str) -> list[str]:
-    """The words of one shell line, dequoted, without its operators."""
-    return [tok.text for tok in _lex(line) if tok.kind == "word"]
-
-
-def argv_ops(argv: Sequence[str]) -> list[FileOp]:
-    """Operations of an exec-style argv (``["bash", "-lc", "…"]``)."""
-    return _command_ops(_Command(list(argv), []), 0)
-
+# --------------------------------------------------------------------------- commands
 
 _RESERVED = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}", "time"})
 # Commands that run the rest of the line, with their options that take a value.
@@ -274,23 +302,6 @@ def _strip_prefixes(argv: list[str]) -> list[str]:
         else:
             break
     return argv[i:]
-
-
-def operands(args: Sequence[str], value_options: frozenset[str] = frozenset()) -> list[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            out.extend(a for a in args[i + 1 :] if a)
-            break
-        if arg.startswith("-") and len(arg) > 1:
-            i += 2 if arg in value_options else 1
-            continue
-        if arg and arg != "-":
-            out.append(arg)
-        i += 1
-    return out
 
 
 def _is_device(path: str) -> bool:
