@@ -15,10 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .events import Event
-from .fileops_code import FILE_OP_KINDS, FileOp, patch_ops, python_keyed_ops
+from .fileops_code import FILE_OP_KINDS, FileOp, embedded_python_ops, patch_ops, python_keyed_ops
 from .fileops_shell import argv_ops, operands, shell_ops, shell_words
 
-__all__ = ["FILE_OP_KINDS", "FileOp", "extract_file_ops", "file_ops_for_call"]
+__all__ = [
+    "FILE_OP_KINDS",
+    "FileOp",
+    "embedded_python_ops",
+    "extract_file_ops",
+    "file_ops_for_call",
+]
 
 
 def extract_file_ops(span: Iterable[Event]) -> list[dict[str, Any]]:

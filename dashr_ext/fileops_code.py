@@ -12,7 +12,14 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-__all__ = ["FILE_OP_KINDS", "FileOp", "patch_ops", "python_keyed_ops", "python_ops"]
+__all__ = [
+    "FILE_OP_KINDS",
+    "FileOp",
+    "embedded_python_ops",
+    "patch_ops",
+    "python_keyed_ops",
+    "python_ops",
+]
 
 FILE_OP_KINDS: tuple[str, ...] = ("read", "write", "edit", "create", "delete", "move", "copy")
 
@@ -202,6 +209,17 @@ _PATH_METHOD_RE = re.compile(
     r"""\bPath\(\s*(?P<q>['"])(?P<path>[^'"\n]+)(?P=q)\s*\)\s*\.\s*"""
     r"""(?P<method>read_text|read_bytes|write_text|write_bytes|unlink|touch)\("""
 )
+
+
+def embedded_python_ops(text: str) -> list[FileOp]:
+    """Literal ``open(...)`` and ``Path(...).method(...)`` calls anywhere in ``text``, in order.
+
+    For Python inside other text, where it is not run as it stands: the body of a heredoc
+    that writes a script, the text a ``sed`` or ``printf`` command writes. Escaped line
+    breaks (``\\n``, as ``printf`` and ``echo -e`` take them) count as line breaks.
+    """
+    code = re.sub(r"\\[nrt]", "\n", text)
+    return [op for _, _, op in sorted(_python_regex_ops(code), key=lambda k: (k[0], k[1]))]
 
 
 def _python_regex_ops(code: str) -> list[tuple[int, int, FileOp]]:
