@@ -10,7 +10,15 @@ from corpus_events import assistant, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dashr_ext.fileops import FILE_OP_KINDS, extract_file_ops, file_ops_for_call
+from dashr_ext.fileops import (
+    FILE_OP_KINDS,
+    FileOp,
+    embedded_python_ops,
+    extract_file_ops,
+    file_ops_for_call,
+)
+from dashr_ext.fileops_code import patch_ops, python_ops
+from dashr_ext.fileops_shell import operands, shell_ops, shell_words
 
 # --------------------------------------------------------------------------- the recognised forms
 
@@ -230,3 +238,88 @@ def test_file_op_extraction_never_fails_on_arbitrary_arguments(
     for op in file_ops_for_call(name, json.dumps({key: value})):
         assert op["op"] in FILE_OP_KINDS
         assert isinstance(op["path"], str) and op["path"]
+
+
+# --------------------------------------------------------------------------- shell reading
+
+
+SHELL_ROWS = [
+    # A quoted operator is a word, not a redirection or a separator.
+    ("grep -c '>' seqs.fa", []),
+    ("cat ';'", [R(";")]),
+    ("tr '<' '>' < in.txt > out.txt", [R("in.txt"), W("out.txt")]),
+    # "#" starts a comment only at the start of a word.
+    ("sed -i s#a#b# f.txt", [E("f.txt")]),
+    ("echo a#b > f.txt", [W("f.txt")]),
+    ('echo "# Title" > README.md', [W("README.md")]),
+    ("cat a.txt # > not-written.txt", [R("a.txt")]),
+    # An fd number glued to a redirection is not a word; a separate one is.
+    ("cat a.txt 2>/dev/null", [R("a.txt")]),
+    ("echo 2 > two.txt", [W("two.txt")]),
+    # Quotes, escapes and continuations are read as a shell reads them.
+    ("cat x\\ y.txt", [R("x y.txt")]),
+    ("cat a.txt \\\n  b.txt", [R("a.txt"), R("b.txt")]),
+    ('cat "\\$HOME"', []),
+    ("rm $(find . -name '*.pyc') && cat `which tool`", []),
+    ("python -c \"\nimport os\nos.remove('r.txt')\n\"", [D("r.txt")]),
+    ("cat <<EOF > w.txt\n$(rm x.txt)\nEOF", [W("w.txt")]),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), SHELL_ROWS)
+def test_shell_commands_are_read_as_a_shell_reads_them(
+    command: str, expected: list[dict[str, str]]
+) -> None:
+    assert file_ops_for_call("bash", json.dumps(sh(command))) == expected
+
+
+def test_shell_words_dequote_and_drop_operators() -> None:
+    assert shell_words("-a 'my notes.md' > x") == ["-a", "my notes.md", "x"]
+
+
+def test_operands_skip_options_and_their_values() -> None:
+    assert operands(["-n", "20", "-q", "a.py", "--", "-b.py"], frozenset({"-n"})) == [
+        "a.py",
+        "-b.py",
+    ]
+
+
+def test_a_long_multi_line_quoted_script_is_read_whole() -> None:
+    script = 'python -c "\n' + "x = 1\n" * 20_000 + "open('out.txt', 'w')\n\"" + " > log.txt"
+    assert shell_ops(script) == [FileOp("write", "out.txt"), FileOp("write", "log.txt")]
+
+
+# --------------------------------------------------------------------------- Python and patches
+
+
+def test_python_ops_are_in_source_order() -> None:
+    code = "Path('b.txt').write_text('x')\nwith open('a.txt') as f:\n    os.remove('c.txt')"
+    assert python_ops(code) == [
+        FileOp("write", "b.txt"),
+        FileOp("read", "a.txt"),
+        FileOp("delete", "c.txt"),
+    ]
+
+
+def test_embedded_python_is_found_in_a_heredoc_and_a_printf_script() -> None:
+    heredoc = "cat <<'EOF' > fix.py\nsrc = open('pkg/mod.py').read()\nopen('pkg/mod.py', 'w')\nEOF"
+    assert embedded_python_ops(heredoc) == [
+        FileOp("read", "pkg/mod.py"),
+        FileOp("write", "pkg/mod.py"),
+    ]
+    printf = "printf \"x = open('a.py').read()\\nopen('a.py', 'w').write(x)\" > p.py"
+    assert embedded_python_ops(printf) == [FileOp("read", "a.py"), FileOp("write", "a.py")]
+    assert embedded_python_ops("img = Image.open('a.png'); reopen('b.txt')") == []
+
+
+def test_patch_ops_follow_the_envelope_headers() -> None:
+    patch = (
+        "*** Begin Patch\n*** Add File: new.py\n+x\n*** Update File: old.py\n"
+        "*** Move to: moved.py\n@@\n-a\n+b\n*** Delete File: gone.py\n*** End Patch"
+    )
+    assert patch_ops(patch) == [
+        FileOp("create", "new.py"),
+        FileOp("edit", "old.py"),
+        FileOp("move", "moved.py", "old.py"),
+        FileOp("delete", "gone.py"),
+    ]

@@ -13,7 +13,8 @@ from corpus_events import _message, assistant, make_event, tool, user
 from dashr_ext.archive import BUCKETS, bucket_counts, build_entry
 from dashr_ext.errors import EventError
 from dashr_ext.events import Event
-from dashr_ext.footers import archive_marker, checkpoint_footer, compose_footer
+from dashr_ext.footers import archive_marker, checkpoint_footer, compose_footer, frame_checkpoint
+from dashr_ext.prompts import render
 
 SPEC_MARKER = "\n".join(
     [
@@ -136,3 +137,51 @@ def test_compose_footer_names_a_malformed_field(key: str, value: object, message
     data[key] = value
     with pytest.raises(EventError, match=message):
         compose_footer(data)
+
+
+def test_unknown_counts_follow_the_known_buckets_and_an_error_key_is_not_listed() -> None:
+    marker = archive_marker("c5", {"extra": 2, "error": 1, "tool_results": 1, "context": 0})
+    assert marker.splitlines()[2] == "  tool_results ×1 / extra ×2"
+
+
+@pytest.mark.parametrize(
+    ("counts", "bucket"),
+    [
+        ({"user_requests": 1, "assistant_responses": 1}, "assistant_responses"),
+        ({"context": 4, "prior_checkpoints": 1}, "prior_checkpoints"),
+        ({"file_ops": 3, "context": 1}, "context"),
+    ],
+)
+def test_the_example_names_the_most_useful_nonempty_bucket(
+    counts: dict[str, int], bucket: str
+) -> None:
+    example = archive_marker("c5", counts).splitlines()[-1]
+    assert example == f'  print(dashr_compaction_archive["c5"]["{bucket}"][0]["text"])'
+
+
+def test_compose_footer_with_empty_counts_says_nothing_was_archived() -> None:
+    text = compose_footer(summary_data({}))
+    assert text.endswith("\n\n" + archive_marker("c42", {}))
+    assert text.endswith("  (nothing archived)")
+
+
+def test_compose_footer_counts_events_in_the_singular() -> None:
+    data = summary_data(None) | {"shadowedRange": {"start": 7, "end": 7}, "shadowedSeqs": [7]}
+    assert "span #7\u2013#7 (1 event, ~18422 tokens)" in compose_footer(data)
+
+
+def test_compose_footer_rejects_a_boolean_count() -> None:
+    with pytest.raises(
+        EventError, match=r"data\.shadowedTokenCount: expected an integer, got bool"
+    ):
+        compose_footer(summary_data(None) | {"shadowedTokenCount": True})
+
+
+def test_frame_checkpoint_wraps_the_summary_in_tags_between_preamble_and_footer() -> None:
+    footer = checkpoint_footer("c42", (5, 31), 27, 18422)
+    text = frame_checkpoint("## Current Work\n- fixing", footer)
+    preamble = render("checkpoint").strip()
+    assert text == (
+        f"{preamble}\n\n<compacted-summary>\n## Current Work\n- fixing\n"
+        f"</compacted-summary>\n\n{footer}"
+    )
