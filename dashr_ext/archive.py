@@ -1,29 +1,9 @@
-"""The compaction archive (SPEC §7.1): one plain-data entry per checkpoint.
+"""The compaction archive (SPEC §7.1): one plain-data entry per checkpoint, and the size cap.
 
-:func:`build_entry` turns the span a checkpoint shadows into the entry stored under the
-checkpoint's id in the kernel dict ``dashr_compaction_archive``::
-
-    {"meta": {"checkpoint", "at", "reason", "engine", "seqs", "tokens", "session"},
-     "user_requests":       [{"seq", "ts", "text"}],
-     "assistant_responses": [{"seq", "ts", "text", "tool_calls": [{"id", "name", "arguments"}],
-                              "reasoning"}],
-     "tool_results":        [{"seq", "ts", "tool", "text", "is_error", "tool_call_id"}],
-     "file_ops":            [{"seq", "op", "path"(, "from")}],
-     "prior_checkpoints":   [{"seq", "checkpoint", "text"}],
-     "context":             [{"seq", "ts", "text"}]}
-
-Every message of the span lands in exactly one of the :data:`MESSAGE_BUCKETS` by its
-type and source (a ``compact-checkpoint`` node is a prior checkpoint, whatever its
-role); ``file_ops`` is derived on top by :mod:`dashr_ext.fileops`. ``text`` is the
-message's text blocks joined by ``"\\n"`` with images rendered in place;
-``reasoning`` is ``None`` (not ``""``) when reasoning is not archived, so the schema
-never changes. Values are plain JSON data, so an entry survives ``json``, ``pickle``
-and ``dill`` unchanged, and everything here is a pure function of the log, so the
+:func:`build_entry` files every message a checkpoint shadows into exactly one bucket; the
+``file_ops`` bucket comes from :mod:`dashr_ext.fileops`, and the texts that point at an
+entry from :mod:`dashr_ext.footers`. Everything here is a pure function of the log, so the
 archive is rebuilt byte for byte when a session is replayed.
-
-With ``archive_max_bytes`` set, :func:`apply_cap` names the oldest entries to replace by
-:func:`evicted_stub`; the log keeps every original, ``history_read`` reads it back.
-The footer and marker texts that point at an entry are composed in :mod:`dashr_ext.footers`.
 """
 
 from __future__ import annotations
@@ -167,7 +147,23 @@ def build_entry(
     ``at_ms`` is the compaction time (use the ``compaction/summary`` event's time so a
     rebuild from the log is identical); ``reason`` is the trigger; ``tokens`` the shadowed
     token count. Raises :class:`~dashr_ext.errors.EventError` when ``span`` holds an event
-    that is not a surface message.
+    that is not a surface message. The entry::
+
+        {"meta": {"checkpoint", "at", "reason", "engine", "seqs", "tokens", "session"},
+         "user_requests":       [{"seq", "ts", "text"}],
+         "assistant_responses": [{"seq", "ts", "text", "tool_calls": [{"id", "name",
+                                  "arguments"}], "reasoning"}],
+         "tool_results":        [{"seq", "ts", "tool", "text", "is_error", "tool_call_id"}],
+         "file_ops":            [{"seq", "op", "path"(, "from")}],
+         "prior_checkpoints":   [{"seq", "checkpoint", "text"}],
+         "context":             [{"seq", "ts", "text"}]}
+
+    A ``compact-checkpoint`` node is a prior checkpoint whatever its role. ``text`` is the
+    text blocks joined by ``"\\n"`` with images rendered in place
+    (``[image image/png 800x600 attachment att-1]``); ``arguments`` is the JSON string as
+    the model produced it; ``reasoning`` is ``None`` with ``archive_reasoning=False`` and
+    ``""`` when there was none; ``ts`` and ``meta.at`` are ISO-8601 UTC with milliseconds.
+    All values are plain JSON data, so an entry survives ``json``, ``pickle`` and ``dill``.
     """
     entry: ArchiveEntry = {
         "meta": {
