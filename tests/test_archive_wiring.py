@@ -12,7 +12,8 @@ import pytest
 from helpers import ScriptedSummarizer, record_steps
 
 from dashr_ext import CompactionConfig, Dashr
-from dashr_ext.archive import archive_marker, compose_footer, is_evicted
+from dashr_ext.archive import is_evicted
+from dashr_ext.footers import archive_marker, compose_footer
 from dashr_ext.meter import TokenMeter
 from dashr_ext.session import Session
 

@@ -418,3 +418,56 @@ def test_an_unanswered_request_bullet_is_dropped_once_a_newer_request_arrives() 
     merged = sections_of(summarize(newer, previous=first))["Pending Jobs"]
     assert "seq 1 has no final answer" not in merged
     assert "The request of seq 20 has no final answer yet" in merged
+
+
+# --------------------------------------------------------------------------- files and code
+
+
+def files_of(calls: list[tuple[str, str, dict[str, str]]]) -> list[str]:
+    span = [user(1, "Tidy the repository."), assistant(2, "Working.", calls)]
+    return bullets(sections_of(summarize(span))["Files and Code"])
+
+
+def test_files_are_worded_from_the_archives_file_operations() -> None:
+    files = files_of(
+        [
+            ("c1", "bash", {"command": "rm notes.md && mv a.py b.py && cp b.py c.py"}),
+            ("c2", "bash", {"command": "sed -i s/x/y/ setup.cfg && touch build"}),
+            ("c3", "delete_file", {"path": "old.txt"}),
+            ("c4", "read_file", {"path": "README.md"}),
+            ("c5", "list_dir", {"path": "src"}),
+        ]
+    )
+    assert "- `notes.md` — deleted ×1" in files
+    assert "- `b.py` — moved ×1" in files
+    assert "- `c.py` — copied ×1" in files
+    assert "- `setup.cfg` — written ×1" in files  # a command's in-place edit
+    assert "- `build` — created ×1" in files  # no extension, still a file operation
+    assert "- `old.txt` — deleted ×1" in files
+    assert "- `README.md` — read ×1" in files
+    assert "- `src` — used ×1" in files
+
+
+def test_editor_commands_keep_their_own_words() -> None:
+    files = files_of(
+        [
+            ("c1", "str_replace_editor", {"command": "view", "path": "/w/a.py"}),
+            ("c2", "str_replace_editor", {"command": "undo_edit", "path": "/w/b.py"}),
+        ]
+    )
+    assert files[-2:] == ["- `/w/b.py` — reverted ×1", "- `/w/a.py` — viewed ×1"]
+
+
+def test_a_script_written_and_run_by_one_command_names_the_files_it_opens() -> None:
+    command = (
+        "cat <<'EOF' > fix.py\nsrc = open('pkg/mod.py').read()\n"
+        "open('pkg/mod.py', 'w').write(src.replace('a', 'b'))\nEOF\npython fix.py"
+    )
+    files = files_of([("c1", "bash", {"command": command})])
+    assert "- `pkg/mod.py` — written ×1" in files  # the strongest word of the command
+    assert "- `fix.py` — written ×1" in files
+
+
+def test_one_command_gives_a_file_one_word_the_strongest() -> None:
+    files = files_of([("c1", "bash", {"command": "cat x.py && rm x.py"})])
+    assert "- `x.py` — deleted ×1" in files

@@ -14,9 +14,9 @@ from typing import Any
 
 from .. import archive as archive_mod
 from ..events import Event, Replace
+from ..footers import compose_footer, frame_checkpoint
 from ..meter import MESSAGE_OVERHEAD_TOKENS
 from ..payloads import CHECKPOINT_SOURCE, SummaryPayload
-from ..prompts import render
 from ..session import EventSpec
 from ..summarizers.base import SummaryResult
 from .plan import PassPlan
@@ -112,13 +112,7 @@ def compose_pass(
 
 def checkpoint_text(data: SummaryPayload) -> str:
     """The checkpoint node's text: framing, the tagged summary, then the footers."""
-    return frame_checkpoint(data["summary"], archive_mod.compose_footer(data))
-
-
-def frame_checkpoint(summary: str, footer: str) -> str:
-    """The checkpoint node's text: framing preamble, the tagged summary, then the footer."""
-    preamble = render("checkpoint").strip()
-    return f"{preamble}\n\n<compacted-summary>\n{summary}\n</compacted-summary>\n\n{footer}"
+    return frame_checkpoint(data["summary"], compose_footer(data))
 
 
 def checkpoint_specs(

@@ -19,14 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..checkpoints import is_checkpoint  # transitional re-export
 from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
-    "is_checkpoint",
     "span_text",
 ]
 

@@ -11,10 +11,11 @@ Primary Request and Intent  the first user request verbatim (clipped at a line
                             break), then every later user request
 Key Technical Concepts      identifiers the assistant quoted in backticks, most
                             mentioned first
-Files and Code              paths of editor/read/write tool calls and of shell
-                            commands, with what was done to them (viewed,
-                            edited, created, ran, …) and the last edit's
-                            first line
+Files and Code              the file operations of tool calls (the archive's
+                            extractor, :mod:`dashr_ext.fileops`) and the paths
+                            a command ran or named, with what was done to them
+                            (viewed, edited, deleted, ran, …) and the last
+                            edit's first line
 Errors and Fixes            exact error lines of tool results (exception lines,
                             pytest ``FAILED``, ``error:``), with the command
                             that produced them and whether a later run of that
@@ -59,10 +60,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..checkpoints import is_checkpoint
 from ..errors import ConfigError, DashrError, SummarizerError
 from ..events import Event, ReasoningBlock, ToolCallBlock
+from ..fileops import embedded_python_ops, file_ops_for_call
+from ..payloads import POINTER_SOURCE
 from ..prompts import summary_sections
-from .base import SummaryRequest, SummaryResult, is_checkpoint
+from .base import SummaryRequest, SummaryResult
 
 __all__ = ["ExtractiveSummarizer", "parse_summary"]
 
@@ -73,7 +77,35 @@ _NONE = "(none)"
 _KEYWORDS = "Keywords —"
 _ANCHOR_KINDS = ("errors", "paths", "numbers", "config", "identifiers", "commands")
 
-_EDITOR_OPS = {
+# What "Files and Code" says was done to a file, by the archive's operation kinds
+# (dashr_ext.fileops); "ran" and "used" name files a command ran or a tool was given.
+_OP_WORDS = {
+    "read": "read",
+    "write": "written",
+    "edit": "edited",
+    "create": "created",
+    "delete": "deleted",
+    "move": "moved",
+    "copy": "copied",
+}
+# A command's in-place edit (sed -i, open(…, "r+")) is worded like its other writes.
+_COMMAND_WORDS = {"edit": "written"}
+# How much each word says about a file: it ranks the bullets (changes first).
+_OP_WEIGHTS = {
+    "created": 6,
+    "edited": 6,
+    "written": 6,
+    "deleted": 6,
+    "moved": 6,
+    "copied": 6,
+    "reverted": 5,
+    "ran": 4,
+    "viewed": 3,
+    "read": 2,
+    "used": 1,
+}
+# An editor command says exactly what it did to its path.
+_EDITOR_WORDS = {
     "view": "viewed",
     "create": "created",
     "str_replace": "edited",
@@ -83,7 +115,7 @@ _EDITOR_OPS = {
     "undo_edit": "reverted",
     "delete": "deleted",
 }
-_POINTER_SOURCES = frozenset({"history-access"})
+_POINTER_SOURCES = frozenset({POINTER_SOURCE})
 _FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "done"})
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "target_file", "notebook_path")
 _COMMAND_KEYS = ("command", "cmd", "code", "script", "shell")
@@ -395,16 +427,18 @@ def _read_call(span: _Span, seq: int, call: ToolCallBlock, pending: dict[str, _C
         command = call.arguments
     if path:
         span.salient.append((2, path))
-    if command and not (path is not None and command in _EDITOR_OPS):
+    if command and not (path is not None and command in _EDITOR_WORDS):
         # A here-document's body is code, not an anchor source: first and last line only.
         span.salient.append((2, _command_label(command, 400)))
-    if path is not None and (command is None or command in _EDITOR_OPS):
-        op = _EDITOR_OPS.get(command or "", _op_from_tool_name(call.name))
-        note = span.file(path)
-        note.add(op, seq)
-        if args is not None and op in ("edited", "created", "written"):
+    if path is not None and (command is None or command in _EDITOR_WORDS):
+        files = [(path, _EDITOR_WORDS[command])] if command else _tool_files(call, path)
+        edit = None
+        if args is not None:
             edit = next((v for k in _EDIT_TEXT_KEYS if isinstance(v := args.get(k), str)), None)
-            if edit is not None and edit.strip():
+        for found, op in files:
+            note = span.file(found)
+            note.add(op, seq)
+            if op in ("edited", "created", "written") and edit is not None and edit.strip():
                 note.last_edit = _first_line(edit, 100)
         command = None
     if command is None:
@@ -414,58 +448,48 @@ def _read_call(span: _Span, seq: int, call: ToolCallBlock, pending: dict[str, _C
     cmd = _Command(seq, call.name, command, call.id)
     span.commands.append(cmd)
     pending[call.id] = cmd
-    for found, op in _paths_in_command(command):
+    for found, op in _command_files(call, command):
         span.file(found).add(op, seq)
 
 
-def _op_from_tool_name(name: str) -> str:
-    lowered = name.lower()
-    for needle, op in (
-        ("delete", "deleted"),
-        ("remove", "deleted"),
-        ("write", "written"),
-        ("create", "created"),
-        ("edit", "edited"),
-        ("replace", "edited"),
-        ("patch", "edited"),
-        ("insert", "edited"),
-        ("read", "read"),
-        ("view", "viewed"),
-        ("open", "read"),
-        ("cat", "read"),
-    ):
-        if needle in lowered:
-            return op
-    return "used"
+def _tool_files(call: ToolCallBlock, path: str) -> list[tuple[str, str]]:
+    """The files a tool such as ``read_file`` touched, with the word for what it did.
+
+    The tool's name says what it does (see :func:`~dashr_ext.fileops.file_ops_for_call`);
+    a tool whose name says nothing (``list_dir``) only "used" its ``path``.
+    """
+    words = [
+        (op["path"], _OP_WORDS[op["op"]]) for op in file_ops_for_call(call.name, call.arguments)
+    ]
+    return list(dict.fromkeys(words)) or [(path, "used")]
 
 
-def _paths_in_command(command: str) -> list[tuple[str, str]]:
-    """File paths a shell command or code cell touches, with a coarse operation."""
+_RUNS = re.compile(r"\b(?:python3?|pytest|node|bash|sh|ruby|go run)\s+(?:-\S+\s+)*([^\s;&|]+)")
+
+
+def _command_files(call: ToolCallBlock, command: str) -> list[tuple[str, str]]:
+    """The files a shell command or code cell touched, with the word for what it did.
+
+    The file operations come from :func:`~dashr_ext.fileops.file_ops_for_call` (a command's
+    in-place edit counts as written); any other file path on the command's first or last
+    line was run (the script of an interpreter or test runner) or read.
+    """
     found: dict[str, str] = {}
+    ops = [(op["path"], op["op"]) for op in file_ops_for_call(call.name, call.arguments)]
+    ops += [(op.path, op.op) for op in embedded_python_ops(command)]
+    for path, kind in ops:
+        word = _COMMAND_WORDS.get(kind) or _OP_WORDS[kind]
+        if _OP_WEIGHTS.get(word, 1) > _OP_WEIGHTS.get(found.get(path, ""), 0):
+            found[path] = word  # one word per file and command: the strongest
     lines = [line for line in command.splitlines() if line.strip()]
-    first = "\n".join(lines[:1] + lines[-1:]) if len(lines) > 1 else "".join(lines)
-    for match in re.finditer(
-        r"open\(\s*['\"]([^'\"]+)['\"](?:\s*,\s*['\"]([rwaxbt+]+)['\"])?", command
-    ):
-        mode = match.group(2) or "r"
-        found[match.group(1)] = "written" if set(mode) & set("wax+") else "read"
-    writes = set(re.findall(r"(?:>>?|\btee(?:\s+-a)?)\s*([^\s;&|<>]+)", first))
-    writes |= set(re.findall(r"\bsed\s+-i\S*\s+(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|]+)", first))
-    runs = set(
-        re.findall(
-            r"\b(?:python3?|pytest|node|bash|sh|ruby|go run)\s+(?:-\S+\s+)*([^\s;&|]+)", first
-        )
-    )
-    for match in _FILE_PATH.finditer(first):
+    ends = "\n".join(lines[:1] + lines[-1:]) if len(lines) > 1 else "".join(lines)
+    runs = set(_RUNS.findall(ends))
+    for match in _FILE_PATH.finditer(ends):
         path = match.group(0)
         if _URLISH.match(path) or path in found:
             continue
-        if path in writes:
-            found[path] = "written"
-        elif path in runs or any(r.startswith(path + "::") for r in runs):
-            found[path] = "ran"
-        else:
-            found[path] = "read"
+        ran = path in runs or any(r.startswith(path + "::") for r in runs)
+        found[path] = "ran" if ran else "read"
     return list(found.items())
 
 
@@ -623,6 +647,8 @@ def _superseded_request(bullet: str, span: _Span) -> bool:
         return False
     seq = int(match.group(1))
     return span.answered or any(later > seq for later, _text in span.requests)
+
+
 _ERROR_SOURCE = re.compile(r"^(.* — from (`[^`]+`|`` .+? ``) \(seq \d+\))(?:; .*)?$", re.S)
 
 
@@ -833,23 +859,12 @@ class ExtractiveSummarizer:
             items.add(CONCEPTS, f"{_code(term)}{suffix}", 40.0 - rank)
 
     def _files(self, items: _Items, span: _Span) -> None:
-        weight = {
-            "created": 6,
-            "edited": 6,
-            "written": 6,
-            "deleted": 6,
-            "reverted": 5,
-            "ran": 4,
-            "viewed": 3,
-            "read": 2,
-            "used": 1,
-        }
         notes = sorted(
             span.files.values(),
-            key=lambda f: (-max(weight.get(op, 1) for op in f.ops), -f.touches, f.first_seen),
+            key=lambda f: (-max(_OP_WEIGHTS.get(op, 1) for op in f.ops), -f.touches, f.first_seen),
         )[:30]
         for rank, note in enumerate(notes):
-            top = max(weight.get(op, 1) for op in note.ops)
+            top = max(_OP_WEIGHTS.get(op, 1) for op in note.ops)
             items.add(FILES, _file_bullet(note), 45.0 + 4 * top - rank * 0.5)
 
     def _errors(self, items: _Items, span: _Span) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ..checkpoints import is_checkpoint
 from ..client import API_KEY_ENV, DEFAULT_TIMEOUT, ChatClient
 from ..errors import (
     ConfigError,
@@ -23,7 +24,7 @@ from ..errors import (
 )
 from ..events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from ..prompts import render
-from .base import SummaryRequest, SummaryResult, is_checkpoint, span_text
+from .base import SummaryRequest, SummaryResult, span_text
 
 __all__ = [
     "API_KEY_ENV",
