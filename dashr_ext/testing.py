@@ -37,6 +37,10 @@ the text of the request's last tool message.
 and stops by itself after ``idle_timeout_s`` seconds without a request; its threads are
 daemons and idle keep-alive connections are closed after ``connection_timeout_s``.
 
+**A realistic session without a model.** :func:`demo_messages` (with :data:`DEMO_TOOLS`,
+:data:`DEMO_SYSTEM_PROMPT` and :func:`demo_facts`, the facts planted in it) is the scripted
+coding-agent conversation ``dashr demo`` and the notebooks compact.
+
 Reply helpers: :func:`chat_completion` (content and/or tool calls, usage),
 :func:`rate_limited` (429 + ``Retry-After``), :func:`server_error`,
 :func:`malformed_json`, :func:`empty_content`, :func:`context_length_error`,
@@ -57,11 +61,15 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from .demo import DEMO_SYSTEM_PROMPT, DEMO_TOOLS, demo_facts, demo_messages
+
 if TYPE_CHECKING:
     from .meter import TokenMeter
 
 __all__ = [
     "ARCHIVE_REFERENCE",
+    "DEMO_SYSTEM_PROMPT",
+    "DEMO_TOOLS",
     "Computed",
     "RecordedRequest",
     "Reply",
@@ -72,6 +80,8 @@ __all__ = [
     "call_tool",
     "chat_completion",
     "context_length_error",
+    "demo_facts",
+    "demo_messages",
     "empty_content",
     "last_tool_result",
     "latest_checkpoint",
