@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 from bench_common import machine_notes, record_section  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr  # noqa: E402
-from dashr_ext.compaction.commit import rebuild_archive  # noqa: E402
-from dashr_ext.events import ReasoningBlock, TextBlock, ToolCallBlock  # noqa: E402
-from dashr_ext.session import Session  # noqa: E402
+from dashr_ext._compaction.commit import rebuild_archive  # noqa: E402
+from dashr_ext._events import ReasoningBlock, TextBlock, ToolCallBlock  # noqa: E402
+from dashr_ext._session import Session  # noqa: E402
 
 CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
 

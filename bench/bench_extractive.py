@@ -22,10 +22,10 @@ from typing import Any
 
 import tiktoken
 
-from dashr_ext.events import Event
-from dashr_ext.meter import TokenMeter
-from dashr_ext.summarizers.base import SummaryRequest, span_text
-from dashr_ext.summarizers.extractive import ExtractiveSummarizer
+from dashr_ext._events import Event
+from dashr_ext._meter import TokenMeter
+from dashr_ext._summarizers.base import SummaryRequest, span_text
+from dashr_ext._summarizers.extractive import ExtractiveSummarizer
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus"

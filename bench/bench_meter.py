@@ -30,8 +30,8 @@ from typing import Any
 
 import tiktoken
 
-from dashr_ext.events import Event, ReasoningBlock, TextBlock, ToolCallBlock
-from dashr_ext.meter import TokenMeter
+from dashr_ext._events import Event, ReasoningBlock, TextBlock, ToolCallBlock
+from dashr_ext._meter import TokenMeter
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus"

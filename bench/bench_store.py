@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench_common import RESULTS, join_notes, machine_note_list, record_section, table_lines  # noqa: E402
 
-from dashr_ext.events import Event  # noqa: E402
-from dashr_ext.store import Durability, Store  # noqa: E402
+from dashr_ext._events import Event  # noqa: E402
+from dashr_ext._store import Durability, Store  # noqa: E402
 
 try:
-    from dashr_ext.formats.openai import record_openai
-    from dashr_ext.session import Session
+    from dashr_ext._formats.openai import record_openai
+    from dashr_ext._session import Session
 except ImportError:  # the session layer is optional for this benchmark
     Session = None  # type: ignore[assignment,misc]
 
@@ -311,7 +311,7 @@ def bench_load(path: Path, label: str, repeat: int) -> list[tuple[str, str]]:
     row("Store.load(Event.from_json)", lambda: store.load(Event.from_json))
     if Session is None:
         rows.append(
-            (f"{label}: Session.open(read_only=True)", "skipped (dashr_ext.session absent)")
+            (f"{label}: Session.open(read_only=True)", "skipped (dashr_ext._session absent)")
         )
     else:
         try:

@@ -14,24 +14,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
+from ._checkpoints import Checkpoint
+from ._compaction import CompactionResult
+from ._config import CompactionConfig, RecallConfig
+from ._controller import Dashr
+from ._events import Event, Message
+from ._meter import Measurement, TokenMeter
+from ._recall import RecallResult
+from ._session import Session, Step, Turn
+from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
+from ._summarizers.extractive import ExtractiveSummarizer
 from ._version import __version__
 from .agent import Agent, AgentReply
-from .checkpoints import Checkpoint
-from .compaction import CompactionResult
-from .config import CompactionConfig, RecallConfig
-from .dashr import Dashr
 from .errors import CompactionWarning
-from .events import Event, Message
-from .meter import Measurement, TokenMeter
-from .recall import RecallResult
-from .session import Session, Step, Turn
-from .summarizers.base import Summarizer, SummaryRequest, SummaryResult
-from .summarizers.extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .summarizers.llm import LLMSummarizer
+    from ._summarizers.llm import LLMSummarizer
 
 __all__ = [
     "Agent",
@@ -64,14 +64,14 @@ __all__ = [
 
 def load_ipython_extension(ip: InteractiveShell) -> Any:
     """``%load_ext dashr_ext``: attach a session, bind ``dashr`` and the helpers, add magics."""
-    from .magics import load_ipython_extension
+    from ._magics import load_ipython_extension
 
     return load_ipython_extension(ip)
 
 
 def unload_ipython_extension(ip: InteractiveShell) -> Any:
     """``%unload_ext dashr_ext``: remove what loading added and close the session."""
-    from .magics import unload_ipython_extension
+    from ._magics import unload_ipython_extension
 
     return unload_ipython_extension(ip)
 
@@ -79,7 +79,7 @@ def unload_ipython_extension(ip: InteractiveShell) -> Any:
 def __getattr__(name: str) -> Any:
     # LLMSummarizer brings httpx with it: imported on first use, not with the package.
     if name == "LLMSummarizer":
-        from .summarizers.llm import LLMSummarizer
+        from ._summarizers.llm import LLMSummarizer
 
         return LLMSummarizer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

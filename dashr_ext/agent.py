@@ -1,8 +1,8 @@
 """The notebook agent: a small tool-using loop over a :class:`~dashr_ext.Dashr` session.
 
 :class:`Agent` talks to any OpenAI-compatible ``/chat/completions`` endpoint through a
-:class:`~dashr_ext.client.ChatClient`; its ``run_cell`` tool runs code through
-:mod:`dashr_ext.cells`, and the recall tools are offered once a checkpoint exists. SPEC §10
+:class:`~dashr_ext._client.ChatClient`; its ``run_cell`` tool runs code through
+:mod:`dashr_ext._cells`, and the recall tools are offered once a checkpoint exists. SPEC §10
 and §15::
 
     from dashr_ext import CompactionConfig, Dashr
@@ -13,7 +13,7 @@ and §15::
                   shell=get_ipython(), on_event=lambda step: print(step.line()))
     print(agent.run_turn("Load data.csv and tell me which column has missing values."))
 
-This module never imports IPython; cells run in a shell only through :mod:`dashr_ext.cells`.
+This module never imports IPython; cells run in a shell only through :mod:`dashr_ext._cells`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .cells import (
+from ._cells import (
     DEFAULT_TOOL_OUTPUT_MAX_CHARS,
     RUN_CELL,
     CellOutput,
@@ -31,18 +31,18 @@ from .cells import (
     run_cell_schema,
     truncate_output,
 )
-from .checkpoints import checkpoint_of
-from .display import PlainText
+from ._checkpoints import checkpoint_of
+from ._display import PlainText
+from ._recall import TOOL_NAMES
+from ._templates import render
 from .errors import AgentError, ConfigError, EndpointError, RecallError
-from .prompts import render
-from .recall import TOOL_NAMES
 
 if TYPE_CHECKING:
-    # Annotations only: the shell is passed through to dashr_ext.cells, never used here.
+    # Annotations only: the shell is passed through to dashr_ext._cells, never used here.
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .client import ChatClient
-    from .dashr import Dashr
+    from ._client import ChatClient
+    from ._controller import Dashr
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -164,7 +164,7 @@ class _Exchange:
 class Agent:
     """A tool-using agent loop over a :class:`~dashr_ext.Dashr` session (see the module doc).
 
-    Give either ``client`` (a :class:`~dashr_ext.client.ChatClient`, not closed by the agent)
+    Give either ``client`` (a :class:`~dashr_ext._client.ChatClient`, not closed by the agent)
     or ``base_url`` / ``model`` / ``api_key`` (each else from ``DASHR_BASE_URL``,
     ``DASHR_MODEL`` and ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``).
     ``shell`` is the IPython shell cells run in; without one they run in ``namespace``
@@ -195,7 +195,7 @@ class Agent:
         extra_body: Mapping[str, Any] | None = None,
         on_event: Callable[[StepReport], None] | None = None,
     ) -> None:
-        from .client import ChatClient  # httpx loads with the first agent, not on import
+        from ._client import ChatClient  # httpx loads with the first agent, not on import
 
         _check_int("max_steps", max_steps, 1)
         _check_int("tool_output_max_chars", tool_output_max_chars, 200)

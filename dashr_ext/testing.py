@@ -61,10 +61,10 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from .demo import DEMO_SYSTEM_PROMPT, DEMO_TOOLS, demo_facts, demo_messages
+from ._demo import DEMO_SYSTEM_PROMPT, DEMO_TOOLS, demo_facts, demo_messages
 
 if TYPE_CHECKING:
-    from .meter import TokenMeter
+    from ._meter import TokenMeter
 
 __all__ = [
     "ARCHIVE_REFERENCE",
@@ -261,7 +261,7 @@ def stream_chunks(chunks: Iterable[Mapping[str, Any]]) -> Reply:
 
 @cache
 def _meter() -> TokenMeter:
-    from .meter import TokenMeter
+    from ._meter import TokenMeter
 
     return TokenMeter()
 

@@ -54,7 +54,7 @@ def _dashr_home(
 @pytest.fixture(autouse=True)
 def _close_controllers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Close every controller a test made (releasing its file and lock) when the test ends."""
-    from dashr_ext.dashr import Dashr
+    from dashr_ext._controller import Dashr
 
     made: list[Dashr] = []
     original = Dashr.__init__

@@ -17,7 +17,7 @@ from typing import Any
 
 from conftest import CORPUS, corpus_files, load_corpus
 
-from dashr_ext.events import Event, Replace
+from dashr_ext._events import Event, Replace
 
 __all__ = ["CORPUS", "FakeSession", "corpus_files", "events_from_openai", "load_corpus"]
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashr_ext.dashr import Dashr
-from dashr_ext.events import ContentBlock, Event, block_to_json, text_blocks
-from dashr_ext.session import EventSpec, Session
-from dashr_ext.summarizers.base import SummaryRequest, SummaryResult
+from dashr_ext._controller import Dashr
+from dashr_ext._events import ContentBlock, Event, block_to_json, text_blocks
+from dashr_ext._session import EventSpec, Session
+from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
 
 LOREM = (
     "def compute_backoff(attempt: int, base_ms: int = 250) -> int:\n"

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dashr_ext.store import Durability, Store
+from dashr_ext._store import Durability, Store
 
 
 @functools.cache

@@ -16,14 +16,14 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
+from dashr_ext._cells import INTERRUPTED_CELL, truncate_output
+from dashr_ext._client import API_KEY_ENV, ChatClient
+from dashr_ext._events import Event
+from dashr_ext._formats.openai import to_openai
+from dashr_ext._pointer import pointer_text
+from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.agent import RUN_CELL, Agent, StepReport, run_cell_schema
-from dashr_ext.cells import INTERRUPTED_CELL, truncate_output
-from dashr_ext.client import API_KEY_ENV, ChatClient
 from dashr_ext.errors import AgentError, ConfigError, EndpointError
-from dashr_ext.events import Event
-from dashr_ext.formats.openai import to_openai
-from dashr_ext.pointer import pointer_text
-from dashr_ext.summarizers.llm import LLMSummarizer
 from dashr_ext.testing import (
     RecordedRequest,
     Reply,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dashr_ext.archive import (
+from dashr_ext._archive import (
     BUCKETS,
     MESSAGE_BUCKETS,
     apply_cap,
@@ -25,9 +25,9 @@ from dashr_ext.archive import (
     is_evicted,
     iso_utc,
 )
+from dashr_ext._events import Event
+from dashr_ext._fileops import FILE_OP_KINDS
 from dashr_ext.errors import ConfigError, EventError
-from dashr_ext.events import Event
-from dashr_ext.fileops import FILE_OP_KINDS
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
 T0 = 1_783_339_385_123  # 2026-07-06T12:03:05.123Z

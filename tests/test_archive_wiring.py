@@ -12,10 +12,10 @@ import pytest
 from helpers import ScriptedSummarizer, record_steps
 
 from dashr_ext import CompactionConfig, Dashr
-from dashr_ext.archive import is_evicted
-from dashr_ext.footers import archive_marker, compose_footer
-from dashr_ext.meter import TokenMeter
-from dashr_ext.session import Session
+from dashr_ext._archive import is_evicted
+from dashr_ext._footers import archive_marker, compose_footer
+from dashr_ext._meter import TokenMeter
+from dashr_ext._session import Session
 
 
 def make(tmp_path: Path, clock: Any, **cfg: Any) -> Dashr:

@@ -13,7 +13,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from dashr_ext.cells import (
+from dashr_ext._cells import (
     CELL_SOURCES_KEPT,
     DEFAULT_TOOL_OUTPUT_MAX_CHARS,
     INTERRUPTED_CELL,
@@ -198,7 +198,7 @@ def test_plain_namespace_cells_keep_a_bounded_number_of_sources_in_linecache() -
 def test_running_a_cell_in_a_plain_namespace_does_not_import_ipython() -> None:
     code = (
         "import sys\n"
-        "from dashr_ext.cells import run_cell\n"
+        "from dashr_ext._cells import run_cell\n"
         "assert run_cell('6 * 7', namespace={}).text == '42'\n"
         "print('IPython' in sys.modules)"
     )

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import corpus_files
 
-from dashr_ext.cli import main
-from dashr_ext.demo import DEMO_TOOLS, demo_facts, demo_messages
-from dashr_ext.formats.openai import to_openai
+from dashr_ext._cli import main
+from dashr_ext._demo import DEMO_TOOLS, demo_facts, demo_messages
+from dashr_ext._formats.openai import to_openai
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -148,7 +148,7 @@ def test_bad_input_is_one_line_on_stderr_with_exit_1(
 
 def test_bad_flags_exit_2_with_a_one_line_usage_error() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "dashr_ext.cli", "search", "f.jsonl", "q", "--limit", "many"],
+        [sys.executable, "-m", "dashr_ext._cli", "search", "f.jsonl", "q", "--limit", "many"],
         capture_output=True,
         text=True,
         check=False,
@@ -157,7 +157,7 @@ def test_bad_flags_exit_2_with_a_one_line_usage_error() -> None:
     assert proc.stderr.count("\n") == 1
     assert "--limit: invalid int value: 'many'" in proc.stderr
     helped = subprocess.run(
-        [sys.executable, "-m", "dashr_ext.cli", "compact", "--help"],
+        [sys.executable, "-m", "dashr_ext._cli", "compact", "--help"],
         capture_output=True,
         text=True,
         check=False,
@@ -250,7 +250,7 @@ def test_import_never_touches_an_existing_output_file(
 def test_an_import_failing_while_writing_removes_the_file_it_created(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dashr_ext.store import Store
+    from dashr_ext._store import Store
 
     good = tmp_path / "good.json"
     good.write_text(json.dumps(MESSAGES))

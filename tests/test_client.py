@@ -13,15 +13,15 @@ import pytest
 from helpers import record_steps
 
 from dashr_ext import CompactionConfig, CompactionWarning, Dashr
-from dashr_ext.client import PURPOSE_HEADER, ChatClient
+from dashr_ext._client import PURPOSE_HEADER, ChatClient
+from dashr_ext._redaction import redact_key, snippet
+from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.errors import (
     ConfigError,
     EndpointError,
     SummarizerEndpointError,
     SummarizerError,
 )
-from dashr_ext.redaction import redact_key, snippet
-from dashr_ext.summarizers.llm import LLMSummarizer
 from dashr_ext.testing import Reply, ScriptedServer, chat_completion, context_length_error
 
 KEY = "sk-client-1234567890-SECRET"

@@ -17,16 +17,16 @@ import pytest
 from helpers import ScriptedSummarizer, orphan_results, record_steps
 
 from dashr_ext import CompactionConfig, CompactionWarning, Dashr
-from dashr_ext.compaction import ExtraEnvelope
-from dashr_ext.config import MIN_SUMMARY_TOKENS
+from dashr_ext._compaction import ExtraEnvelope
+from dashr_ext._config import MIN_SUMMARY_TOKENS
+from dashr_ext._formats.openai import to_openai
+from dashr_ext._meter import TokenMeter
 from dashr_ext.errors import (
     CompactionError,
     CompactionInProgressError,
     ConfigError,
     SummarizerError,
 )
-from dashr_ext.formats.openai import to_openai
-from dashr_ext.meter import TokenMeter
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -345,7 +345,7 @@ def test_an_orphan_start_from_a_killed_process_never_blocks(tmp_path: Path) -> N
         sys.path.insert(0, {str(ROOT / "tests")!r})
         from helpers import ScriptedSummarizer, record_steps
         from dashr_ext import Dashr, CompactionConfig
-        from dashr_ext.meter import TokenMeter
+        from dashr_ext._meter import TokenMeter
         d = Dashr.create({str(path)!r}, config=CompactionConfig(context_window_tokens=100_000,
                          recency_window_tokens=2000, retain_tokens=300),
                          summarizer=ScriptedSummarizer(delay_s=60), meter=TokenMeter("chars"))
@@ -455,7 +455,7 @@ def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> N
 
 
 def test_checkpoint_preview_prefers_current_work_then_the_first_content_line() -> None:
-    from dashr_ext.checkpoints import summary_preview
+    from dashr_ext._checkpoints import summary_preview
 
     merged = (
         "## Primary Request and Intent\n- Original request:\n  > Fix it\n"
@@ -573,7 +573,7 @@ def test_a_refused_controller_leaves_no_session_file(tmp_path: Path) -> None:
 def test_the_checkpoint_index_folds_only_new_events_and_equals_a_full_scan(
     tmp_path: Path, clock: Any
 ) -> None:
-    from dashr_ext.checkpoints import CheckpointIndex, checkpoints
+    from dashr_ext._checkpoints import CheckpointIndex, checkpoints
 
     d = make(tmp_path, clock, recency_window_tokens=3000, retain_tokens=600)
     index = CheckpointIndex()

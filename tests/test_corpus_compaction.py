@@ -10,8 +10,8 @@ from conftest import corpus_params, load_corpus
 from helpers import orphan_results
 
 from dashr_ext import CompactionConfig, Dashr
-from dashr_ext.archive import MESSAGE_BUCKETS
-from dashr_ext.formats.openai import to_openai
+from dashr_ext._archive import MESSAGE_BUCKETS
+from dashr_ext._formats.openai import to_openai
 
 WINDOW, RETAIN = 20_000, 4_000
 

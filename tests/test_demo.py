@@ -1,4 +1,4 @@
-"""The deterministic demo session generator (dashr_ext.demo)."""
+"""The deterministic demo session generator (dashr_ext._demo)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dashr_ext.demo import (
+from dashr_ext._demo import (
     DEMO_SYSTEM_PROMPT,
     DEMO_TOOLS,
     MIN_STEPS_PER_TURN,
@@ -20,8 +20,8 @@ from dashr_ext.demo import (
     demo_facts,
     demo_messages,
 )
-from dashr_ext.formats.openai import record_openai, to_openai
-from dashr_ext.session import Session
+from dashr_ext._formats.openai import record_openai, to_openai
+from dashr_ext._session import Session
 
 EARLY_FACTS = ("error", "secret_value", "commit", "magic_number")
 CONFIGS: list[dict[str, int]] = [
@@ -362,7 +362,7 @@ def _templates_named_in(value: Any) -> set[str]:
 
 
 def test_the_scenario_and_its_texts_load_as_package_resources() -> None:
-    package = files("dashr_ext.demo")
+    package = files("dashr_ext._demo")
     data = json.loads(package.joinpath("scenario.json").read_text(encoding="utf-8"))
     assert data["system_prompt"] == DEMO_SYSTEM_PROMPT
     assert list(data["tools"]) == [t["function"]["name"] for t in DEMO_TOOLS]
@@ -377,9 +377,9 @@ def test_the_scenario_and_its_texts_load_as_package_resources() -> None:
 def test_every_data_file_of_the_demo_package_is_declared_as_package_data() -> None:
     root = Path(__file__).resolve().parents[1]
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
-    assert "dashr_ext.demo" in config["setuptools"]["packages"]
-    patterns = config["setuptools"]["package-data"]["dashr_ext.demo"]
-    folder = root / "dashr_ext" / "demo"
+    assert "dashr_ext._demo" in config["setuptools"]["packages"]
+    patterns = config["setuptools"]["package-data"]["dashr_ext._demo"]
+    folder = root / "dashr_ext" / "_demo"
     data = [
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
@@ -391,7 +391,7 @@ def test_every_data_file_of_the_demo_package_is_declared_as_package_data() -> No
 
 
 def test_multi_line_texts_are_stored_as_lists_of_lines_and_loaded_as_text() -> None:
-    raw = json.loads(files("dashr_ext.demo").joinpath("scenario.json").read_text("utf-8"))
+    raw = json.loads(files("dashr_ext._demo").joinpath("scenario.json").read_text("utf-8"))
     stored = raw["turns"][2]["steps"][-1]["output"]
     assert stored["lines"][:2] == [" M docs/retry.md", " M {{file}}"]
     assert builder.scenario()["turns"][2]["steps"][-1]["output"] == "\n".join(stored["lines"])

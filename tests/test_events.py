@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from dashr_ext.errors import EventError
-from dashr_ext.events import (
+from dashr_ext._events import (
     Event,
     ImageBlock,
     Message,
@@ -16,6 +15,7 @@ from dashr_ext.events import (
     TextBlock,
     ToolCallBlock,
 )
+from dashr_ext.errors import EventError
 
 HEADER = {
     "seq": 0,

@@ -10,15 +10,15 @@ from corpus_events import assistant, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dashr_ext.fileops import (
+from dashr_ext._fileops import (
     FILE_OP_KINDS,
     FileOp,
     embedded_python_ops,
     extract_file_ops,
     file_ops_for_call,
 )
-from dashr_ext.fileops_code import patch_ops, python_ops
-from dashr_ext.fileops_shell import operands, shell_ops, shell_words
+from dashr_ext._fileops_code import patch_ops, python_ops
+from dashr_ext._fileops_shell import operands, shell_ops, shell_words
 
 # --------------------------------------------------------------------------- the recognised forms
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from corpus_events import _message, assistant, make_event, tool, user
 
-from dashr_ext.archive import BUCKETS, bucket_counts, build_entry
+from dashr_ext._archive import BUCKETS, bucket_counts, build_entry
+from dashr_ext._events import Event
+from dashr_ext._footers import archive_marker, checkpoint_footer, compose_footer, frame_checkpoint
+from dashr_ext._templates import render
 from dashr_ext.errors import EventError
-from dashr_ext.events import Event
-from dashr_ext.footers import archive_marker, checkpoint_footer, compose_footer, frame_checkpoint
-from dashr_ext.prompts import render
 
 SPEC_MARKER = "\n".join(
     [

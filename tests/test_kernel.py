@@ -16,8 +16,8 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from dashr_ext import Dashr
-from dashr_ext.demo import demo_facts
-from dashr_ext.magics import SNAPSHOT_WARNING
+from dashr_ext._demo import demo_facts
+from dashr_ext._magics import SNAPSHOT_WARNING
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ SETUP = """\
 %load_ext dashr_ext
 %config Dashr.retain_tokens = 1500
 %config Dashr.recency_window_tokens = 6000
-from dashr_ext.demo import demo_messages
+from dashr_ext._demo import demo_messages
 for message in demo_messages():
     if message["role"] == "assistant":
         dashr.request_messages()
@@ -159,8 +159,7 @@ def test_bad_magic_arguments_are_one_line_usage_errors(fresh: Kernel) -> None:
 def test_restart_then_attach_restores_session_surface_and_archive(fresh: Kernel) -> None:
     path = fresh.execute(SETUP).stdout.strip()
     state = (
-        "import json\n"
-        "print(json.dumps([list(dashr.session.surface), dashr_compaction_archive]))"
+        "import json\nprint(json.dumps([list(dashr.session.surface), dashr_compaction_archive]))"
     )
     before = json.loads(fresh.execute(state).stdout)
     assert len(before[1]) >= 3

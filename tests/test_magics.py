@@ -21,11 +21,11 @@ from traitlets.config import Config
 
 import dashr_ext
 from dashr_ext import CompactionConfig, RecallConfig
-from dashr_ext.dashr import Dashr as Controller
-from dashr_ext.demo import demo_facts, demo_messages
-from dashr_ext.display import Report
-from dashr_ext.magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr, agent_cell
-from dashr_ext.recall import RecallResult
+from dashr_ext._controller import Dashr as Controller
+from dashr_ext._demo import demo_facts, demo_messages
+from dashr_ext._display import Report
+from dashr_ext._magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr, agent_cell
+from dashr_ext._recall import RecallResult
 
 ERROR = demo_facts()["error"]  # "AssertionError: expected retry budget 3, got 5" (turn 1 only)
 
@@ -83,7 +83,7 @@ def feed_demo(ip: InteractiveShell) -> None:
     """The demo agent session through the controller, as an agent loop records it."""
     run(
         ip,
-        "from dashr_ext.demo import demo_messages\n"
+        "from dashr_ext._demo import demo_messages\n"
         "for message in demo_messages():\n"
         "    if message['role'] == 'assistant':\n"
         "        dashr.request_messages()\n"

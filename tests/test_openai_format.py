@@ -11,10 +11,10 @@ import pytest
 from conftest import corpus_params, load_corpus
 from helpers import append_context
 
+from dashr_ext._events import ImageBlock, ReasoningBlock
+from dashr_ext._formats.openai import record_openai, to_event_specs, to_openai
+from dashr_ext._session import Session
 from dashr_ext.errors import FormatError
-from dashr_ext.events import ImageBlock, ReasoningBlock
-from dashr_ext.formats.openai import record_openai, to_event_specs, to_openai
-from dashr_ext.session import Session
 
 
 def tc(cid: str, name: str = "bash", arguments: str = '{"command": "ls"}') -> dict[str, Any]:

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from dashr_ext.compaction.compose import checkpoint_specs, compose_pass
-from dashr_ext.compaction.plan import PassPlan, Region, check_explicit_range, plan_pass
-from dashr_ext.compaction.summarize import summarize
+from dashr_ext._compaction.compose import checkpoint_specs, compose_pass
+from dashr_ext._compaction.plan import PassPlan, Region, check_explicit_range, plan_pass
+from dashr_ext._compaction.summarize import summarize
+from dashr_ext._events import Event, Replace
+from dashr_ext._meter import Measurement
+from dashr_ext._payloads import CHECKPOINT_SOURCE
+from dashr_ext._session import Session
+from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
 from dashr_ext.errors import SummarizerError, SurfaceError
-from dashr_ext.events import Event, Replace
-from dashr_ext.meter import Measurement
-from dashr_ext.payloads import CHECKPOINT_SOURCE
-from dashr_ext.session import Session
-from dashr_ext.summarizers.base import SummaryRequest, SummaryResult
 
 T0 = 1_783_339_200_000
 

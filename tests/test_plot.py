@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dashr_ext import CompactionConfig, Dashr
-from dashr_ext.demo import demo_messages
-from dashr_ext.plot import pressure_series
+from dashr_ext._demo import demo_messages
+from dashr_ext._plot import pressure_series
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dashr_ext import prompts
-from dashr_ext.errors import PromptError
-from dashr_ext.prompts import (
+from dashr_ext import _templates as prompts
+from dashr_ext._templates import (
     load_template,
     parse_template,
     render,
@@ -21,6 +20,7 @@ from dashr_ext.prompts import (
     summary_sections,
     template_names,
 )
+from dashr_ext.errors import PromptError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (
@@ -226,7 +226,7 @@ def test_wheel_ships_prompts_and_the_loader_finds_them(tmp_path: Path) -> None:
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     code = (
-        "import dashr_ext.prompts as p, pathlib;"
+        "import dashr_ext._templates as p, pathlib;"
         "print(p.resolve_prompts_dir());"
         "print(p.render('summarize', max_summary_tokens=77, previous_summary='PREV'));"
         "print(p.summary_sections()[-1])"

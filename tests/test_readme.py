@@ -22,7 +22,7 @@ def test_the_quick_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     exec(compile(tour, "README.md (quick tour)", "exec"), namespace)
     assert (tmp_path / "agent.jsonl").is_file()
     from dashr_ext import Dashr
-    from dashr_ext.formats.openai import to_openai
+    from dashr_ext._formats.openai import to_openai
 
     with Dashr.open(tmp_path / "agent.jsonl", read_only=True) as d:
         roles = [m["role"] for m in to_openai(d.session)]

@@ -13,12 +13,11 @@ import pytest
 from conftest import corpus_files, corpus_params, load_corpus
 from helpers import ScriptedSummarizer, record_steps
 
-import dashr_ext.recall.queries as queries_mod
-import dashr_ext.recall.render as render_mod
-import dashr_ext.recall.search as search_mod
+import dashr_ext._recall.queries as queries_mod
+import dashr_ext._recall.render as render_mod
+import dashr_ext._recall.search as search_mod
 from dashr_ext import CompactionConfig, Dashr, RecallConfig
-from dashr_ext.errors import ConfigError, RecallError
-from dashr_ext.events import (
+from dashr_ext._events import (
     ContentBlock,
     Event,
     ImageBlock,
@@ -27,13 +26,13 @@ from dashr_ext.events import (
     TextBlock,
     ToolCallBlock,
 )
-from dashr_ext.meter import TokenMeter
-from dashr_ext.pointer import pointer_text
-from dashr_ext.recall import Recall, RecallResult
-from dashr_ext.recall.cursor import Cursor, parse_cursor
-from dashr_ext.recall.hits import narrow_note, zero_note
-from dashr_ext.recall.outline import turn_row
-from dashr_ext.recall.render import (
+from dashr_ext._meter import TokenMeter
+from dashr_ext._pointer import pointer_text
+from dashr_ext._recall import Recall, RecallResult
+from dashr_ext._recall.cursor import Cursor, parse_cursor
+from dashr_ext._recall.hits import narrow_note, zero_note
+from dashr_ext._recall.outline import turn_row
+from dashr_ext._recall.render import (
     END_OF_RANGE,
     compact_arguments,
     event_body,
@@ -41,9 +40,10 @@ from dashr_ext.recall.render import (
     minute_utc,
     render_page,
 )
-from dashr_ext.recall.search import SearchIndex, normalize, snippet
-from dashr_ext.recall.tools import tool_arguments
-from dashr_ext.session import Turn
+from dashr_ext._recall.search import SearchIndex, normalize, snippet
+from dashr_ext._recall.tools import tool_arguments
+from dashr_ext._session import Turn
+from dashr_ext.errors import ConfigError, RecallError
 
 FILLER = "\n".join(f"line {i}: scheduler bookkeeping for attempt {i}" for i in range(40))
 MINUTE = "2026-07-06 12:00Z"  # the test clock starts at 12:00:00 and ticks one second per call

@@ -12,11 +12,11 @@ from helpers import append_assistant, append_user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dashr_ext._events import TextBlock, ToolCallBlock, block_to_json
+from dashr_ext._formats.openai import record_openai, to_openai
+from dashr_ext._session import EventSpec, Session
+from dashr_ext._turns import TurnFold
 from dashr_ext.errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
-from dashr_ext.events import TextBlock, ToolCallBlock, block_to_json
-from dashr_ext.formats.openai import record_openai, to_openai
-from dashr_ext.session import EventSpec, Session
-from dashr_ext.turns import TurnFold
 
 
 def checkpoint_message(text: str = "summary") -> dict[str, Any]:

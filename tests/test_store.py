@@ -22,6 +22,9 @@ from typing import Any
 import pytest
 from store_crash_writer import crash_event  # tests/ is on sys.path under pytest
 
+from dashr_ext._events import Event
+from dashr_ext._paths import dashr_home, default_session_path, new_session_id, utc_stamp
+from dashr_ext._store import LoadedLine, Store, TornTail
 from dashr_ext.errors import (
     ConfigError,
     CorruptLogError,
@@ -31,9 +34,6 @@ from dashr_ext.errors import (
     StoreError,
     TornTailWarning,
 )
-from dashr_ext.events import Event
-from dashr_ext.paths import dashr_home, default_session_path, new_session_id, utc_stamp
-from dashr_ext.store import LoadedLine, Store, TornTail
 
 CRASH_WRITER = Path(__file__).with_name("store_crash_writer.py")
 
@@ -566,7 +566,7 @@ def test_a_second_writer_in_another_process_is_refused(path: Path) -> None:
     code = (
         "import sys\n"
         "from dashr_ext.errors import SessionLockedError\n"
-        "from dashr_ext.store import Store\n"
+        "from dashr_ext._store import Store\n"
         "try:\n"
         "    Store.open(sys.argv[1])\n"
         "except SessionLockedError as err:\n"
@@ -587,7 +587,7 @@ def test_a_second_writer_in_another_process_is_refused(path: Path) -> None:
 def test_a_writer_in_another_process_blocks_writers_here_but_not_readers(path: Path) -> None:
     code = (
         "import sys\n"
-        "from dashr_ext.store import Store\n"
+        "from dashr_ext._store import Store\n"
         "s = Store.create(sys.argv[1])\n"
         "s.append([{'seq': 0}])\n"
         "print('locked', flush=True)\n"

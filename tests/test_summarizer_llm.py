@@ -11,11 +11,11 @@ import httpx
 import pytest
 from corpus_events import assistant, tool, user
 
+from dashr_ext._summarizers import make_summarizer
+from dashr_ext._summarizers.base import SummaryRequest
+from dashr_ext._summarizers.llm import EndpointError, LLMSummarizer
+from dashr_ext._templates import render
 from dashr_ext.errors import ConfigError, SummarizerError
-from dashr_ext.prompts import render
-from dashr_ext.summarizers import make_summarizer
-from dashr_ext.summarizers.base import SummaryRequest
-from dashr_ext.summarizers.llm import EndpointError, LLMSummarizer
 from dashr_ext.testing import (
     RecordedRequest,
     Reply,

@@ -21,14 +21,14 @@ from corpus_events import (
     user,
 )
 
-from dashr_ext.config import MIN_SUMMARY_TOKENS
+from dashr_ext._config import MIN_SUMMARY_TOKENS
+from dashr_ext._events import Event
+from dashr_ext._meter import TokenMeter
+from dashr_ext._summarizers import ExtractiveSummarizer, make_summarizer
+from dashr_ext._summarizers.base import SummaryRequest, SummaryResult, span_text
+from dashr_ext._summarizers.extractive import parse_summary
+from dashr_ext._templates import load_template, summary_sections
 from dashr_ext.errors import ConfigError, SummarizerError
-from dashr_ext.events import Event
-from dashr_ext.meter import TokenMeter
-from dashr_ext.prompts import load_template, summary_sections
-from dashr_ext.summarizers import ExtractiveSummarizer, make_summarizer
-from dashr_ext.summarizers.base import SummaryRequest, SummaryResult, span_text
-from dashr_ext.summarizers.extractive import parse_summary
 
 METER = TokenMeter()
 FIRST_REQUEST = (

@@ -27,7 +27,7 @@ def _clock() -> Any:
 def run(directory: Path) -> dict[str, bytes]:
     """Run the script in ``directory``; returns each output's name and bytes."""
     from dashr_ext import CompactionConfig, Dashr
-    from dashr_ext.demo import DEMO_TOOLS, demo_messages
+    from dashr_ext._demo import DEMO_TOOLS, demo_messages
 
     path = directory / "golden.jsonl"
     config = CompactionConfig(recency_window_tokens=20_000, retain_tokens=4_000)
@@ -84,8 +84,8 @@ def _failures(directory: Path) -> bytes:
     import warnings
 
     from dashr_ext import CompactionConfig, Dashr
+    from dashr_ext._summarizers.base import SummaryResult
     from dashr_ext.errors import CompactionError
-    from dashr_ext.summarizers.base import SummaryResult
 
     class Failing:
         kind, model = "failing", None

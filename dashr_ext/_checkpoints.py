@@ -1,0 +1,146 @@
+"""Checkpoints as the log records them: which node is one, and what each replaced (SPEC §4.1).
+
+A pass commits a ``compaction/summary`` event and a checkpoint node (a ``user/message``
+whose ``source.kind`` is ``"compact-checkpoint"``); everything here is a pure fold of those
+events, so recall, the plot, the agent, the CLI and the compaction protocol read
+checkpoints without depending on any engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from ._events import Event
+from ._payloads import CHECKPOINT_SOURCE, summary_payload
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointIndex",
+    "checkpoint_of",
+    "checkpoints",
+    "is_checkpoint",
+    "summary_preview",
+]
+
+
+class EventLog(Protocol):
+    """What a fold over the log needs: the events, index == seq."""
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+
+def is_checkpoint(event: Event) -> bool:
+    """True for a checkpoint node (a compaction summary standing in for older history)."""
+    return event.type == "user/message" and event.message.source_kind == CHECKPOINT_SOURCE
+
+
+def checkpoint_of(event: Event) -> str | None:
+    """The checkpoint id of a checkpoint node, or None for any other event."""
+    if event.type != "user/message":
+        return None
+    source = event.message.source
+    if source.get("kind") != CHECKPOINT_SOURCE:
+        return None
+    checkpoint = source.get("checkpoint")
+    return checkpoint if isinstance(checkpoint, str) else None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    summary_seq: int
+    shadowed_seqs: tuple[int, ...]
+    shadowed_tokens: int
+    superseded_by: str | None
+    time: int
+    """Epoch ms of the pass's ``compaction/summary`` event."""
+    preview: str
+    node_seq: int
+    """Seq of the checkpoint's surface node (the replacement ``user/message``)."""
+    trigger: str
+
+
+class CheckpointIndex:
+    """Committed checkpoints of one session, folded incrementally as its log grows.
+
+    :meth:`update` reads only the events appended since the last call: a checkpoint node
+    adds its checkpoint and marks every earlier checkpoint whose node it shadows as
+    superseded. Events never change once appended, so nothing else needs revisiting.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Checkpoint] = []
+        self._seen = 0
+        self._by_node: dict[int, int] = {}
+
+    def update(self, log: EventLog) -> bool:
+        """Fold the new events; True when a checkpoint was added or superseded."""
+        events = log.events
+        changed = False
+        for seq in range(self._seen, len(events)):
+            checkpoint = checkpoint_of(events[seq])
+            summary_seq = _summary_seq(checkpoint)
+            if checkpoint is None or summary_seq is None or summary_seq >= seq:
+                continue
+            summary = events[summary_seq]
+            if summary.type != "compaction/summary":
+                continue
+            data = summary_payload(summary)
+            if data["checkpoint"] != checkpoint:
+                continue
+            for shadowed in data["shadowedSeqs"]:
+                i = self._by_node.get(shadowed)
+                if i is not None:
+                    self.items[i] = replace(self.items[i], superseded_by=checkpoint)
+            self._by_node[seq] = len(self.items)
+            self.items.append(
+                Checkpoint(
+                    id=checkpoint,
+                    summary_seq=summary_seq,
+                    shadowed_seqs=tuple(data["shadowedSeqs"]),
+                    shadowed_tokens=int(data["shadowedTokenCount"]),
+                    superseded_by=None,
+                    time=summary.time,
+                    preview=summary_preview(str(data["summary"]))[:120],
+                    node_seq=seq,
+                    trigger=str(data["trigger"]),
+                )
+            )
+            changed = True
+        self._seen = len(events)
+        return changed
+
+
+def _summary_seq(checkpoint: str | None) -> int | None:
+    if checkpoint is None or not checkpoint[1:].isdigit():
+        return None
+    return int(checkpoint[1:])
+
+
+def checkpoints(log: EventLog) -> list[Checkpoint]:
+    """Committed checkpoints of a session, oldest first, with what superseded each."""
+    index = CheckpointIndex()
+    index.update(log)
+    return index.items
+
+
+def summary_preview(summary: str) -> str:
+    """One line saying what a summary is about now.
+
+    Prefers the first line of its "Current Work" section (what differs between successive
+    merged checkpoints), else its first content line; list markers and labels are dropped.
+    """
+    lines = [ln.strip() for ln in summary.splitlines()]
+    start = 0
+    for i, line in enumerate(lines):
+        if line.lstrip("#").strip().lower() == "current work":
+            start = i + 1
+            break
+    for line in lines[start:]:
+        text = line.lstrip("-*> ").strip()
+        if text and not line.startswith("#") and not text.endswith(":"):
+            return text
+    return ""

@@ -1,0 +1,260 @@
+"""``dashr``: work with session files from the command line.
+
+    dashr demo                         build, compact and recall a realistic demo session
+    dashr inspect FILE                 events, turns, checkpoints, surface tokens
+    dashr outline FILE                 the history_outline text
+    dashr read FILE c42 | --seq N | --cursor TOKEN
+    dashr search FILE QUERY [--checkpoint c42] [--limit N]
+    dashr compact FILE [--recency-window-tokens N] [--retain-tokens N]
+    dashr import FILE --format openai [-o OUT.jsonl]
+
+Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._config import CompactionConfig
+from .errors import DashrError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, no usage dump
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="dashr", description="Recallable context compaction for LLM agent sessions.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="build a demo agent session, compact it, read it back")
+    demo.add_argument("--out", type=Path, help="keep the session file here (default: a temp dir)")
+    demo.add_argument("--recency-window-tokens", type=int, default=6000)
+    demo.add_argument("--retain-tokens", type=int, default=1500)
+
+    inspect = sub.add_parser("inspect", help="summarize a session file")
+    inspect.add_argument("file", type=Path)
+
+    outline = sub.add_parser("outline", help="print the history outline")
+    outline.add_argument("file", type=Path)
+
+    read = sub.add_parser("read", help="read a checkpoint's originals, or forward from a seq")
+    read.add_argument("file", type=Path)
+    read.add_argument("checkpoint", nargs="?", help="checkpoint id, e.g. c42")
+    read.add_argument("--seq", type=int)
+    read.add_argument("--cursor")
+
+    search = sub.add_parser("search", help="literal, case-insensitive search of the history")
+    search.add_argument("file", type=Path)
+    search.add_argument("query")
+    search.add_argument("--checkpoint")
+    search.add_argument("--limit", type=int)
+
+    compact = sub.add_parser("compact", help="run one compaction pass on a session file")
+    compact.add_argument("file", type=Path)
+    compact.add_argument("--engine", default="summary", choices=["summary"])
+    compact.add_argument("--recency-window-tokens", type=int)
+    compact.add_argument("--retain-tokens", type=int)
+    compact.add_argument("--context-window-tokens", type=int, default=128_000)
+
+    imp = sub.add_parser("import", help="turn OpenAI chat messages into a session file")
+    imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
+    imp.add_argument("--format", required=True, choices=["openai"])
+    imp.add_argument("-o", "--output", type=Path, help="session file to write")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = _COMMANDS[args.command]
+    try:
+        return handler(args)
+    except (DashrError, OSError, ValueError) as exc:
+        print(f"dashr {args.command}: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        text = f"no such file: {exc.filename}"
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _open_read_only(path: Path) -> Any:
+    from ._controller import Dashr
+
+    if not path.is_file():
+        raise FileNotFoundError(2, "no such file", str(path))
+    return Dashr.open(path, read_only=True)
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    with _open_read_only(args.file) as d:
+        s = d.session
+        measured = d.measure()
+        print(f"session {s.id} ({s.path})")
+        print(f"events: {len(s)}; surface nodes: {len(s.surface)}; turns: {len(s.turns)}")
+        print(f"surface tokens: ~{measured.total} (envelope {measured.envelope})")
+        cps = d.checkpoints()
+        print(f"checkpoints: {len(cps)}")
+        for cp in cps:
+            state = f"superseded by {cp.superseded_by}" if cp.superseded_by else "current"
+            print(
+                f"  {cp.id}: shadows {len(cp.shadowed_seqs)} events, ~{cp.shadowed_tokens} tokens, "
+                f"{cp.trigger}, {state}"
+            )
+    return 0
+
+
+def _cmd_outline(args: argparse.Namespace) -> int:
+    with _open_read_only(args.file) as d:
+        print(d.history_outline())
+    return 0
+
+
+def _cmd_read(args: argparse.Namespace) -> int:
+    with _open_read_only(args.file) as d:
+        print(d.history_read(checkpoint=args.checkpoint, seq=args.seq, cursor=args.cursor))
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    with _open_read_only(args.file) as d:
+        print(d.history_search(args.query, checkpoint=args.checkpoint, limit=args.limit))
+    return 0
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from ._controller import Dashr
+
+    config = CompactionConfig(
+        engine=args.engine,
+        context_window_tokens=args.context_window_tokens,
+        recency_window_tokens=args.recency_window_tokens,
+        retain_tokens=args.retain_tokens,
+    )
+    if not args.file.is_file():
+        raise FileNotFoundError(2, "no such file", str(args.file))
+    with Dashr.open(args.file, config=config) as d:
+        before = d.measure().total
+        result = d.compact()
+        if result is None:
+            print(f"nothing to compact (~{before} tokens on the surface)")
+            return 0
+        print(
+            f"{result.checkpoint}: shadowed {len(result.shadowed_seqs)} events; "
+            f"~{result.tokens_before} -> ~{result.tokens_after} tokens"
+        )
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from ._controller import Dashr
+
+    with args.file.open(encoding="utf-8") as fh:
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{args.file} is not valid JSON ({exc})") from None
+    tools = None
+    if isinstance(data, dict):
+        tools = data.get("tools")
+        data = data.get("messages")
+    if not isinstance(data, list):
+        raise ValueError(f'{args.file}: expected a JSON list of messages or {{"messages": [...]}}')
+    # Convert and validate every message before any file exists: bad input leaves nothing.
+    with Dashr.create(in_memory=True, tools=tools) as probe:
+        probe.record_openai(data)
+    output: Path | None = args.output
+    if output is not None and (output.exists() or output.is_symlink()):
+        raise ValueError(f"{output}: already exists (left untouched); choose another -o path")
+    created: Path | None = None
+    try:
+        with Dashr.create(output, tools=tools) as d:
+            created = d.session.path
+            d.record_openai(data)
+            events = len(d.session)
+    except BaseException:
+        # Only a file this command created (Dashr.create never opens an existing one).
+        if created is not None:
+            created.unlink(missing_ok=True)
+        raise
+    print(f"{created}: {events} events from {len(data)} messages")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ._controller import Dashr
+    from ._demo import DEMO_TOOLS, demo_facts, demo_messages
+
+    config = CompactionConfig(
+        recency_window_tokens=args.recency_window_tokens, retain_tokens=args.retain_tokens
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.out or Path(tmp) / "demo.jsonl"
+        with Dashr.create(path, config=config, tools=DEMO_TOOLS, session_id="demo") as d:
+            for message in demo_messages():
+                d.record_openai(message)
+                d.request_messages()
+            _print_demo(d, demo_facts())
+        if args.out:
+            print(f"\nsession file: {path}")
+    return 0
+
+
+def _print_demo(d: Any, facts: dict[str, str]) -> None:
+    rule = "-" * 72
+    cps = d.checkpoints()
+    total = d.measure().total
+    print(
+        f"dashr demo: {len(d.session)} events, {len(cps)} compaction passes, "
+        f"surface now ~{total} tokens\n{rule}"
+    )
+    print(d.history_outline())
+    if not cps:
+        print(
+            f"{rule}\nnothing was compacted: the session (~{total} tokens) never went over the "
+            f"trigger ({d.config.trigger_tokens} tokens); try a smaller --recency-window-tokens"
+        )
+        return
+    first = cps[0]
+    text = d.session.event(first.node_seq).message.text
+    footer = text[text.index("[checkpoint ") :]
+    print(f"{rule}\nfooter of {first.id} (what the model sees at the end of the summary):\n{rule}")
+    print(footer)
+    entry = d.archive[first.id]
+    results = entry.get("tool_results") or []
+    index = next((i for i, r in enumerate(results) if facts["error"] in r["text"]), 0)
+    print(f"{rule}\nprint(dashr_compaction_archive[{first.id!r}]['tool_results'][{index}]['text'])")
+    print(rule)
+    print(results[index]["text"] if results else "(no tool results in this checkpoint)")
+    print(f"{rule}\nhistory_search({facts['error']!r})\n{rule}")
+    print(d.history_search(facts["error"], limit=3))
+
+
+_COMMANDS = {
+    "demo": _cmd_demo,
+    "inspect": _cmd_inspect,
+    "outline": _cmd_outline,
+    "read": _cmd_read,
+    "search": _cmd_search,
+    "compact": _cmd_compact,
+    "import": _cmd_import,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

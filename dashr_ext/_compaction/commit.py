@@ -1,0 +1,168 @@
+"""Step 4 of a pass, ``commit``, and the protocol's bookkeeping on open (SPEC §4.1, §4.2, §7).
+
+The I/O end of a pass: write the archive entry (undoable, so a failed commit leaves the
+archive equal to the one rebuilt from the log), append the closing batch, and add the
+post-compaction pointer. On open, the same protocol closes passes a crashed process left
+open and rebuilds the archive from the log.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+from .. import _archive as archive_mod
+from .._checkpoints import Checkpoint, checkpoint_of
+from .._payloads import POINTER_SOURCE, summary_payload
+from .._pointer import pointer_text
+from .._session import EventSpec, Session
+from ..errors import CompactionWarning, DashrError
+
+__all__ = [
+    "ArchiveUndo",
+    "Pointers",
+    "close_orphan_passes",
+    "rebuild_archive",
+    "restore_archive",
+    "write_archive",
+]
+
+_MISSING: Any = object()
+
+ArchiveUndo = dict[str, Any]
+"""Checkpoint id -> the value a pass's archive write replaced (``_MISSING``: no value)."""
+
+
+def write_archive(
+    archive: MutableMapping[str, Any],
+    checkpoint: str,
+    entry: dict[str, Any],
+    max_bytes: int | None,
+    undo: ArchiveUndo,
+) -> None:
+    """Store ``entry`` and evict past the cap; ``undo`` records every value replaced."""
+    undo[checkpoint] = archive.get(checkpoint, _MISSING)
+    archive[checkpoint] = entry
+    for cid in archive_mod.apply_cap(archive, max_bytes):
+        undo.setdefault(cid, archive[cid])
+        archive[cid] = archive_mod.evicted_stub(archive[cid])
+
+
+def restore_archive(archive: MutableMapping[str, Any], undo: ArchiveUndo) -> None:
+    """Put back what a pass's archive write replaced (newest change first)."""
+    for key, value in reversed(list(undo.items())):
+        if value is _MISSING:
+            archive.pop(key, None)
+        else:
+            archive[key] = value
+    undo.clear()
+
+
+def rebuild_archive(
+    session: Session, max_bytes: int | None, archive: MutableMapping[str, Any]
+) -> None:
+    """Rebuild the archive of every committed pass from the log (identical to the live one)."""
+    committed = {checkpoint_of(e) for e in session.events} - {None}
+    for event in session.events:
+        if event.type != "compaction/summary":
+            continue
+        data = summary_payload(event)
+        if data["checkpoint"] not in committed or "error" in data["archive"]:
+            continue
+        span = [session.event(q) for q in data["shadowedSeqs"]]
+        archive[data["checkpoint"]] = archive_mod.entry_for_summary(
+            event,
+            span,
+            session_id=session.id,
+            archive_reasoning=bool(data.get("archiveReasoning", True)),
+        )
+        for cid in archive_mod.apply_cap(archive, max_bytes):
+            archive[cid] = archive_mod.evicted_stub(archive[cid])
+
+
+def close_orphan_passes(session: Session) -> None:
+    """Close the passes a crashed process left open (a ``compaction/start`` without an end).
+
+    A pass whose checkpoint node made it to disk committed (a crash cut only its closing
+    event) and is completed; any other is closed as failed: its surface never changed.
+    """
+    open_passes: dict[str, int] = {}
+    committed: set[str] = set()
+    for event in session.events:
+        if event.type == "compaction/start":
+            open_passes[str(event.data["compactionId"])] = event.seq
+        elif event.type == "compaction/end":
+            open_passes.pop(str(event.data["compactionId"]), None)
+        elif checkpoint_of(event) is not None:
+            committed.add(str(event.message.source.get("compactionId")))
+    for compaction_id, seq in open_passes.items():
+        if compaction_id in committed:
+            warnings.warn(
+                f"session {session.id}: compaction pass {compaction_id} (seq {seq}) committed "
+                "but was not closed; closing it",
+                stacklevel=4,
+            )
+            session.append_log("compaction/end", {"compactionId": compaction_id})
+            continue
+        warnings.warn(
+            f"session {session.id}: compaction pass {compaction_id} (seq {seq}) never finished; "
+            "closing it as failed (the surface was not changed)",
+            stacklevel=4,
+        )
+        session.append_log(
+            "compaction/end",
+            {
+                "compactionId": compaction_id,
+                "error": "interrupted: the process ended before the pass finished",
+            },
+        )
+
+
+class Pointers:
+    """Which checkpoints have had their pointer; adds the missing ones (SPEC §8).
+
+    One short ``context/message`` per new current checkpoint, deferred while a tool call
+    still waits for its result so it never lands between a call and its result. A
+    checkpoint superseded before its pointer was written gets none (the newer one's covers it).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._pointed: set[str] = {
+            str(e.message.source.get("checkpoint"))
+            for e in session.events
+            if e.type == "context/message" and e.message.source_kind == POINTER_SOURCE
+        }
+
+    def inject(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Append the pointers ``checkpoints`` still lack; a failure warns and retries later."""
+        if self.session.read_only or self.session.pending_tool_calls():
+            return
+        for cp in checkpoints:
+            if cp.id in self._pointed:
+                continue
+            if cp.superseded_by is not None:
+                self._pointed.add(cp.id)
+                continue
+            pointer = EventSpec(
+                "context/message",
+                {
+                    "message": {
+                        "role": "context",
+                        "source": {"kind": POINTER_SOURCE, "checkpoint": cp.id},
+                        "content": [{"type": "text", "text": pointer_text(cp)}],
+                    }
+                },
+                "append",
+            )
+            try:
+                self.session.append([pointer])
+            except DashrError as exc:  # the pass itself committed: warn, retry next request
+                warnings.warn(
+                    f"could not add the pointer for checkpoint {cp.id}: {exc}",
+                    CompactionWarning,
+                    stacklevel=4,
+                )
+                return
+            self._pointed.add(cp.id)

@@ -1,0 +1,149 @@
+"""Step 3 of a pass, ``compose``: the exact events a pass will append (SPEC §4.1, §7).
+
+Pure: from the plan, the summarizer's text and the ids the log will assign, it builds the
+``compaction/summary`` payload, the archive entry, the checkpoint node (framing, summary,
+code-composed footers) and the inflation guard's verdict. The commit step only writes
+what this returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _archive as archive_mod
+from .._events import Event, Replace
+from .._footers import compose_footer, frame_checkpoint
+from .._meter import MESSAGE_OVERHEAD_TOKENS
+from .._payloads import CHECKPOINT_SOURCE, SummaryPayload
+from .._session import EventSpec
+from .._summarizers.base import SummaryResult
+from .plan import PassPlan
+
+__all__ = ["Composition", "checkpoint_specs", "compose_pass"]
+
+
+@dataclass(frozen=True)
+class Composition:
+    """One composed checkpoint: what the commit step writes, and the guard's verdict."""
+
+    compaction_id: str
+    checkpoint: str
+    """``c<summary seq>``: the id in footers, archive keys and recall arguments."""
+    at_ms: int
+    data: SummaryPayload
+    """The ``compaction/summary`` payload, with the archive bucket counts."""
+    entry: dict[str, Any]
+    """The archive entry (the shadowed originals, bucketed)."""
+    shadowed: tuple[int, ...]
+    shadowed_tokens: int
+    checkpoint_tokens: int
+    """Size of the longest checkpoint text this pass can commit (with the archive marker)."""
+
+    @property
+    def fits(self) -> bool:
+        """The inflation guard: the checkpoint must be strictly smaller than what it shadows."""
+        return self.checkpoint_tokens < self.shadowed_tokens
+
+    def guard_message(self) -> str:
+        return (
+            f"inflation guard: the checkpoint (~{self.checkpoint_tokens} tokens) is not smaller "
+            f"than what it would shadow (~{self.shadowed_tokens} tokens); nothing was committed"
+        )
+
+
+def compose_pass(
+    plan: PassPlan,
+    summaries: Sequence[SummaryResult],
+    span: Sequence[Event],
+    *,
+    compaction_id: str,
+    summary_seq: int,
+    at_ms: int,
+    session_id: str,
+    archive_reasoning: bool,
+    count_tokens: Callable[[str], int],
+) -> Composition:
+    """Compose the checkpoint of a one-region plan from its summary."""
+    (region,) = plan.regions
+    (result,) = summaries
+    summary = result.text.strip()
+    checkpoint = f"c{summary_seq}"
+    shadowed = region.seqs
+    data: SummaryPayload = {
+        "compactionId": compaction_id,
+        "checkpoint": checkpoint,
+        "trigger": plan.trigger,
+        "engine": plan.engine,
+        "summary": summary,
+        "shadowedRange": {"start": min(shadowed), "end": max(shadowed)},
+        "shadowedSeqs": list(shadowed),
+        "shadowedTokenCount": region.tokens,
+        "summarizer": {"kind": result.kind, "model": result.model},
+        "archive": {},
+    }
+    if not archive_reasoning:
+        data["archiveReasoning"] = False
+    entry = archive_mod.build_entry(
+        span,
+        checkpoint=checkpoint,
+        at_ms=at_ms,
+        reason=plan.trigger,
+        engine=plan.engine,
+        tokens=region.tokens,
+        session_id=session_id,
+        archive_reasoning=archive_reasoning,
+    )
+    data["archive"] = archive_mod.bucket_counts(entry)
+    # The guard measures the longest text this pass can commit (with the marker).
+    worst = checkpoint_text(data)
+    return Composition(
+        compaction_id=compaction_id,
+        checkpoint=checkpoint,
+        at_ms=at_ms,
+        data=data,
+        entry=entry,
+        shadowed=shadowed,
+        shadowed_tokens=region.tokens,
+        checkpoint_tokens=count_tokens(worst) + MESSAGE_OVERHEAD_TOKENS,
+    )
+
+
+def checkpoint_text(data: SummaryPayload) -> str:
+    """The checkpoint node's text: framing, the tagged summary, then the footers."""
+    return frame_checkpoint(data["summary"], compose_footer(data))
+
+
+def checkpoint_specs(
+    composition: Composition, *, start_seq: int, archive_error: str | None
+) -> list[EventSpec]:
+    """The pass's closing batch: ``compaction/summary``, the checkpoint node, ``compaction/end``.
+
+    ``archive_error`` (the archive write failed) replaces the bucket counts on the summary
+    event, and the footer then leaves out the archive marker.
+    """
+    data: SummaryPayload = dict(composition.data)  # type: ignore[assignment]
+    if archive_error is not None:
+        data["archive"] = {"error": archive_error}
+    shadowed = composition.shadowed
+    summary_seq = int(composition.checkpoint[1:])
+    message = {
+        "role": "user",
+        "source": {
+            "kind": CHECKPOINT_SOURCE,
+            "checkpoint": composition.checkpoint,
+            "compactionId": composition.compaction_id,
+        },
+        "content": [{"type": "text", "text": checkpoint_text(data)}],
+    }
+    return [
+        EventSpec("compaction/summary", dict(data), time=composition.at_ms),
+        EventSpec(
+            "user/message",
+            {"message": message},
+            Replace(shadowed[0], shadowed[-1]),
+            (*shadowed, start_seq, summary_seq),
+        ),
+        EventSpec("compaction/end", {"compactionId": composition.compaction_id}),
+    ]

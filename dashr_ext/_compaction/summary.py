@@ -1,0 +1,46 @@
+"""The ``summary`` engine: one head-anchored checkpoint, merged forward (SPEC §6.1).
+
+Every pass compacts from the surface head, so the previous checkpoint (always at the head)
+is merged with the newly stale history into a single new checkpoint. The recency window
+(SPEC §6.2) is a trigger rule of :class:`~dashr_ext._config.CompactionConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._checkpoints import checkpoint_of
+from .engine import CompactionEngine
+from .selection import head_cut_for_overflow, head_cut_for_retain
+
+if TYPE_CHECKING:
+    from .._meter import Measurement
+
+__all__ = ["SummaryEngine"]
+
+
+class SummaryEngine(CompactionEngine):
+    name = "summary"
+
+    def select(self, measurement: Measurement, *, retry: bool = False) -> tuple[int, int] | None:
+        s = self.session
+        tokens = [t for _seq, t in measurement.nodes]
+        cut = head_cut_for_retain(s.units(), s.balanced_cuts(), tokens, self.config.retain_budget)
+        if cut == 0:
+            return None
+        if not retry and cut == 1 and checkpoint_of(s.event(s.surface[0])):
+            return None  # only the previous checkpoint: nothing new to condense
+        return 0, cut - 1
+
+    def select_overflow(self) -> tuple[int, int] | None:
+        s = self.session
+        units = s.units()
+        surface = s.surface
+        is_context = [
+            all(s.event(q).type == "context/message" for q in surface[u.start : u.end])
+            for u in units
+        ]
+        cut = head_cut_for_overflow(units, s.balanced_cuts(), is_context)
+        if cut == 0 or (cut == 1 and checkpoint_of(s.event(s.surface[0]))):
+            return None  # nothing left to reduce but the newest unit (and its checkpoint)
+        return 0, cut - 1

@@ -1,0 +1,354 @@
+"""``Dashr``: the controller tying a session to its compaction engine, archive and recall.
+
+It is the one object harnesses, notebooks and the CLI hold::
+
+    with Dashr.create(config=CompactionConfig(recency_window_tokens=20_000,
+                                              retain_tokens=4_000)) as d:
+        d.record_openai({"role": "user", "content": "Fix the failing retry tests."})
+        messages = d.request_messages()      # compacts first when over the threshold
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._checkpoints import Checkpoint
+from ._compaction import CompactionEngine, CompactionResult, ExtraEnvelope, make_engine
+from ._compaction.commit import close_orphan_passes, rebuild_archive
+from ._config import CompactionConfig, RecallConfig
+from ._events import Event, now_ms
+from ._formats.openai import record_openai, to_openai
+from ._meter import TokenMeter
+from ._recall import Recall, RecallResult
+from ._recall import tool_schemas as recall_tool_schemas
+from ._session import Session
+from ._summarizers.factory import make_summarizer
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._meter import Measurement
+    from ._store import Durability
+    from ._summarizers.base import Summarizer
+
+__all__ = ["Dashr"]
+
+
+class Dashr:
+    """A session with compaction, archive and recall. Create with :meth:`create` or :meth:`open`."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        summarizer: str | Summarizer = "extractive",
+        meter: TokenMeter | None = None,
+        archive: MutableMapping[str, Any] | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        if config is not None and not isinstance(config, CompactionConfig):
+            raise ConfigError("config", "a CompactionConfig", config)
+        if recall is not None and not isinstance(recall, RecallConfig):
+            raise ConfigError("recall", "a RecallConfig", recall)
+        self.session = session
+        self._config = config or CompactionConfig()
+        self._recall_config = recall or RecallConfig()
+        self.meter = meter or TokenMeter()
+        self._summarizer = make_summarizer(summarizer)
+        self.archive: MutableMapping[str, Any] = {} if archive is None else archive
+        self._clock = clock
+        rebuild_archive(session, self._config.archive_max_bytes, self.archive)
+        self.engine: CompactionEngine = self._make_engine()
+        self.recall = Recall(session, self._recall_config)
+        self.extra_tools: list[dict[str, Any]] = []
+        """Tool schemas the harness sends beyond the session header's (e.g. ``run_cell``);
+        counted in every measurement. The recall tools are added by :meth:`request_tools`."""
+        self._tools_token_cache: dict[str, int] = {}
+        self._request_at_seq: int | None = None
+
+    def _make_engine(self) -> CompactionEngine:
+        return make_engine(
+            self._config.engine,
+            self.session,
+            self._config,
+            self.meter,
+            self.summarizer,
+            self.archive,
+            pointers=self._recall_config.pointer == "inject",
+            clock=self._clock,
+        )
+
+    def request_tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` of the next request: the header's, ``extra_tools``, then recall's."""
+        return [*(self.session.tools or []), *self.extra_tools, *self.tool_schemas()]
+
+    def extra_envelope(self) -> tuple[int, int]:
+        """Envelope tokens beyond the session header: ``extra_tools``, and the recall tools.
+
+        The recall tools' tokens are given whether or not they are offered yet (they are from
+        the first checkpoint on), so a plot can add them where they start.
+        """
+        return (
+            self._tools_tokens(self.extra_tools),
+            self._tools_tokens(recall_tool_schemas(self._recall_config)),
+        )
+
+    def _extra(self) -> ExtraEnvelope:
+        """The envelope beyond the session header, as data for the engine's measurements."""
+        return ExtraEnvelope(*self.extra_envelope())
+
+    def _tools_tokens(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        if not tools:
+            return 0
+        text = json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+        cached = self._tools_token_cache.get(text)
+        if cached is None:
+            if len(self._tools_token_cache) > 8:
+                self._tools_token_cache.clear()
+            cached = self._tools_token_cache[text] = self.meter.count_text(text)
+        return cached
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        summarizer: str | Summarizer = "extractive",
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        session_id: str | None = None,
+        in_memory: bool = False,
+        durability: Durability = "fsync",
+        meter: TokenMeter | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> Dashr:
+        """Start a new session (``$DASHR_HOME/sessions/<id>.jsonl`` unless ``path`` is given)."""
+        session = Session.create(
+            path,
+            session_id=session_id,
+            system_prompt=system_prompt,
+            tools=tools,
+            durability=durability,
+            in_memory=in_memory,
+            clock=clock,
+        )
+        try:
+            return cls._around(session, config, recall, summarizer, meter, clock)
+        except BaseException:
+            if session.path is not None and len(session) == 1:
+                session.path.unlink(missing_ok=True)  # only our header: nothing to keep
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        config: CompactionConfig | None = None,
+        recall: RecallConfig | None = None,
+        read_only: bool = False,
+        *,
+        summarizer: str | Summarizer = "extractive",
+        durability: Durability = "fsync",
+        meter: TokenMeter | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> Dashr:
+        """Re-attach to a session file; rebuilds the archive from the log.
+
+        A writer closes passes a crashed process left open (an orphan ``compaction/start``)
+        with a ``compaction/end`` carrying an ``error``, so they never block later passes.
+        """
+        session = Session.open(path, read_only=read_only, durability=durability, clock=clock)
+        try:
+            if not read_only:
+                close_orphan_passes(session)
+        except BaseException:
+            session.close()
+            raise
+        return cls._around(session, config, recall, summarizer, meter, clock)
+
+    @classmethod
+    def _around(
+        cls,
+        session: Session,
+        config: CompactionConfig | None,
+        recall: RecallConfig | None,
+        summarizer: str | Summarizer,
+        meter: TokenMeter | None,
+        clock: Callable[[], int],
+    ) -> Dashr:
+        """A controller around an open session; the session is closed if that fails."""
+        try:
+            return cls(
+                session,
+                config=config,
+                recall=recall,
+                summarizer=summarizer,
+                meter=meter,
+                clock=clock,
+            )
+        except BaseException:
+            session.close()
+            raise
+
+    def close(self) -> None:
+        """Release the writer lock and the summarizer's connections."""
+        self.session.close()
+        close = getattr(self.summarizer, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> Dashr:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.session.path or "in memory"
+        return (
+            f"<Dashr session {self.session.id} ({where}): {len(self.session)} events, "
+            f"{len(self.checkpoints())} checkpoints>"
+        )
+
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def config(self) -> CompactionConfig:
+        return self._config
+
+    @config.setter
+    def config(self, value: CompactionConfig) -> None:
+        if not isinstance(value, CompactionConfig):
+            raise ConfigError("config", "a CompactionConfig", value)
+        self._config = value
+        self.engine = self._make_engine()
+
+    @property
+    def recall_config(self) -> RecallConfig:
+        return self._recall_config
+
+    @recall_config.setter
+    def recall_config(self, value: RecallConfig) -> None:
+        if not isinstance(value, RecallConfig):
+            raise ConfigError("recall", "a RecallConfig", value)
+        self._recall_config = value
+        self.recall.config = value
+        self.engine = self._make_engine()  # the pointer setting belongs to the pass protocol
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self._summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: str | Summarizer) -> None:
+        """Swap the summarizer (a name or an object); later passes use it."""
+        self._summarizer = make_summarizer(value)
+        self.engine = self._make_engine()
+
+    # ------------------------------------------------------------------ recording
+
+    def record_openai(
+        self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> list[Event]:
+        """Append OpenAI chat message(s); returns the new events (markers included)."""
+        return record_openai(self.session, message)
+
+    def report_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> Event:
+        """Record the provider's usage of the last request; the meter anchors on it."""
+        for name, value, optional in (
+            ("prompt_tokens", prompt_tokens, False),
+            ("completion_tokens", completion_tokens, True),
+        ):
+            if (value is None and not optional) or (
+                value is not None
+                and (not isinstance(value, int) or isinstance(value, bool) or value < 0)
+            ):
+                raise ConfigError(name, "an integer >= 0" + (" or None" if optional else ""), value)
+        # The usage describes the last request: anchor on its final node, not on whatever was
+        # recorded since (the reply itself is not part of the prompt).
+        at_seq = self._request_at_seq
+        if at_seq is None or at_seq >= len(self.session):
+            surface = self.session.surface
+            at_seq = surface[-1] if surface else 0
+        return self.session.append_log(
+            "usage/report",
+            {"promptTokens": prompt_tokens, "completionTokens": completion_tokens, "atSeq": at_seq},
+        )
+
+    # ------------------------------------------------------------------ compaction
+
+    def measure(self) -> Measurement:
+        """Tokens of the next request: envelope plus every surface node."""
+        return self.engine.measure(self._extra())
+
+    def request_messages(self) -> list[dict[str, Any]]:
+        """Run the pressure check (may compact), then derive the next request's messages."""
+        self.engine.before_request(self._extra())
+        surface = self.session.surface
+        self._request_at_seq = surface[-1] if surface else None
+        return to_openai(self.session)
+
+    def compact(
+        self,
+        trigger: str = "manual",
+        *,
+        start_seq: int | None = None,
+        end_seq: int | None = None,
+    ) -> CompactionResult | None:
+        """Compact now. None when nothing is compactable; a failed pass raises CompactionError."""
+        return self.engine.compact(
+            trigger, start_seq=start_seq, end_seq=end_seq, extra=self._extra()
+        )
+
+    def handle_overflow(self) -> bool:
+        """After a context-length error: forced reduction; True means retry the request once."""
+        return self.engine.handle_overflow(self._extra())
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Every committed checkpoint, oldest first."""
+        return self.recall.checkpoints()
+
+    # ------------------------------------------------------------------ recall
+
+    def history_outline(self) -> RecallResult:
+        """Event count, every checkpoint, then the turns (SPEC 8)."""
+        return self.recall.outline()
+
+    def history_read(
+        self, checkpoint: str | None = None, seq: int | None = None, cursor: str | None = None
+    ) -> RecallResult:
+        """A page of a checkpoint's originals, or of the history forward from ``seq``."""
+        return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
+
+    def history_search(
+        self, query: str, checkpoint: str | None = None, limit: int | None = None
+    ) -> RecallResult:
+        """Case-insensitive literal search over shadowed and visible history."""
+        return self.recall.search(query, checkpoint=checkpoint, limit=limit)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` entries for the recall tools; [] until there is a checkpoint."""
+        return self.recall.tool_schemas()
+
+    def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Run a model's call of a recall tool; returns the tool's text."""
+        return self.recall.call_tool(name, arguments)
+
+    # ------------------------------------------------------------------ plotting
+
+    def plot_pressure(self, ax: Any = None) -> Any:
+        """Plot request tokens over the log with the trigger, retain budget and compactions.
+
+        Needs matplotlib (``pip install 'dashr_ext[plot]'``); returns the matplotlib Axes.
+        """
+        from ._plot import plot_pressure
+
+        return plot_pressure(self, ax=ax)

@@ -1,0 +1,218 @@
+"""Display objects for the magics: exact plain text for ``print()``, a table for notebooks.
+
+A :class:`Report` is what ``%dashr status``, ``%dashr config``, ``%compact`` and the other
+``%dashr`` subcommands return. ``str()`` and ``repr()`` are the plain text (what a terminal
+and an agent's ``print()`` show); :meth:`Report._repr_html_` renders the same rows as an HTML
+table. Both are pure functions of the rows: no clock, no memory addresses, no IPython import.
+
+Plain text layout::
+
+    dashr status — session quickstart
+    session file    /tmp/dashr-nb/sessions/quickstart.jsonl
+    events          189 (seqs 0-188), 3 turns
+    note: <one line per note>
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._controller import Dashr
+
+__all__ = ["Report", "compact_report", "dry_run_report", "status_report"]
+
+
+class PlainText(str):
+    """A ``str`` result that IPython and Jupyter show as its plain text (not its repr).
+
+    What ``print()`` shows an agent and what a notebook shows a person are then the same
+    text; subclasses add ``_repr_html_`` where a richer view helps.
+    """
+
+    __slots__ = ()
+
+    @property
+    def text(self) -> str:
+        """The plain text as an exact ``str``."""
+        return str.__str__(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A titled list of ``(name, value)`` rows and free-text notes."""
+
+    title: str
+    rows: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    kind: str = "report"
+    """A short name for the CSS class (``dashr-status``, ``dashr-config``, …)."""
+
+    @classmethod
+    def of(
+        cls,
+        title: str,
+        rows: Sequence[tuple[str, object]] = (),
+        notes: Sequence[str] = (),
+        kind: str = "report",
+    ) -> Report:
+        """Build a report; row values are shown with ``str()``."""
+        return cls(title, tuple((name, str(value)) for name, value in rows), tuple(notes), kind)
+
+    @property
+    def text(self) -> str:
+        """The plain text: the title, one aligned line per row, then ``note: …`` lines."""
+        width = max((len(name) for name, _ in self.rows), default=0)
+        lines = [self.title]
+        lines.extend(f"{name.ljust(width)}  {value}" for name, value in self.rows)
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        out = [f'<div class="dashr-report dashr-{esc(self.kind)}"><p><b>{esc(self.title)}</b></p>']
+        if self.rows:
+            out.append("<table>")
+            out.extend(
+                f'<tr><th style="text-align:left">{esc(name)}</th>'
+                f'<td style="text-align:left">{esc(value)}</td></tr>'
+                for name, value in self.rows
+            )
+            out.append("</table>")
+        out.extend(f"<p><em>note:</em> {esc(note)}</p>" for note in self.notes)
+        out.append("</div>")
+        return "".join(out)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _size(n_bytes: int) -> str:
+    if n_bytes < 1024:
+        return f"{n_bytes} bytes"
+    if n_bytes < 1024 * 1024:
+        return f"{n_bytes / 1024:.1f} KiB"
+    return f"{n_bytes / (1024 * 1024):.1f} MiB"
+
+
+def _seq_span(seqs: Sequence[int]) -> str:
+    return f"seqs {min(seqs)}-{max(seqs)}" if seqs else "no seqs"
+
+
+def status_report(c: Dashr) -> Report:
+    """``%dashr status``: where the session is, how full the request is, what was compacted."""
+    s = c.session
+    cfg = c.config
+    measured = c.measure()
+    trigger = cfg.trigger_tokens
+    cps = c.checkpoints()
+    current = [cp.id for cp in cps if cp.superseded_by is None]
+    archive_bytes = len(json.dumps(c.archive, ensure_ascii=False, default=str).encode("utf-8"))
+    anchored = " (anchored on the provider's usage report)" if measured.anchored else ""
+    rows: list[tuple[str, object]] = [
+        ("session file", s.path or "(in memory)"),
+        ("events", f"{len(s)} (seqs 0-{len(s) - 1}), {len(s.turns)} turns"),
+        ("surface", f"{len(s.surface)} nodes"),
+        (
+            "request tokens",
+            f"~{measured.total} of {trigger} ({100 * measured.total // max(trigger, 1)}% of "
+            f"the trigger){anchored}",
+        ),
+        ("trigger", f"compacts above {trigger} tokens"),
+        (
+            "recency window",
+            f"{cfg.recency_window_tokens} tokens"
+            if cfg.recency_window_tokens is not None
+            else "off",
+        ),
+        (
+            "threshold",
+            f"{cfg.threshold_tokens} tokens ({cfg.threshold_ratio} × {cfg.context_window_tokens})",
+        ),
+        ("retain", f"{cfg.retain_budget} tokens kept verbatim by a pass"),
+        (
+            "engine",
+            f"{cfg.engine} (auto {'on' if cfg.auto else 'off'}), summarizer "
+            f"{c.summarizer.kind}" + (f" ({c.summarizer.model})" if c.summarizer.model else ""),
+        ),
+        (
+            "checkpoints",
+            f"{len(cps)}" + (f" (current: {', '.join(current)})" if current else ""),
+        ),
+        ("archive", f"{len(c.archive)} entries, ~{_size(archive_bytes)}"),
+    ]
+    return Report.of(f"dashr status — session {s.id}", rows, kind="status")
+
+
+def dry_run_report(c: Dashr) -> Report:
+    """``%compact --dry-run``: the range a manual pass would compact; commits nothing."""
+    s = c.session
+    measured = c.measure()
+    plan = c.engine.plan("manual", measured)
+    if plan is None:
+        return Report.of(
+            "dry run: nothing to compact",
+            [("request tokens", f"~{measured.total}"), ("retain", f"{c.config.retain_budget}")],
+            ("the surface already fits the retain budget; nothing was committed",),
+            kind="compact",
+        )
+    (region,) = plan.regions
+    a, b = region.first, region.last
+    seqs = list(region.seqs)
+    tokens = region.tokens
+    kept = len(s.surface) - len(seqs)
+    return Report.of(
+        f"dry run: %compact would condense {len(seqs)} events",
+        [
+            ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
+            ("events", len(seqs)),
+            ("estimated tokens", f"~{tokens}"),
+            ("kept verbatim", f"{kept} nodes"),
+            ("request tokens now", f"~{measured.total}"),
+        ],
+        ("nothing was committed",),
+        kind="compact",
+    )
+
+
+def compact_report(c: Dashr) -> Report:
+    """``%compact``: run a manual pass and describe it."""
+    result = c.compact("manual")
+    if result is None:
+        return Report.of(
+            "nothing to compact",
+            [("request tokens", f"~{c.measure().total}")],
+            ("the surface already fits the retain budget",),
+            kind="compact",
+        )
+    archived = (
+        " / ".join(f"{name} ×{n}" for name, n in result.archived.items() if n)
+        if result.archived is not None
+        else "archiving failed (the log still has the originals)"
+    )
+    return Report.of(
+        f"compacted {len(result.shadowed_seqs)} events into checkpoint {result.checkpoint}",
+        [
+            ("range", _seq_span(result.shadowed_seqs)),
+            ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),
+            ("archive", f'dashr_compaction_archive["{result.checkpoint}"]: {archived or "empty"}'),
+            ("read back", f'history_read("{result.checkpoint}")'),
+        ],
+        kind="compact",
+    )

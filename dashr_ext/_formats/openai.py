@@ -1,0 +1,415 @@
+"""OpenAI chat-completions messages <-> session events (SPEC §3.5).
+
+A pure translator: :func:`to_event_specs` turns messages into event specs, reading only the
+session's tool calls (:class:`KnownToolCalls`); :func:`to_openai` derives messages back from
+a session's envelope and surface (:class:`RequestSource`). :func:`record_openai` appends the
+specs, letting the session write the turn/step markers their order implies (SPEC §3.3).
+
+The accepted message shapes:
+
+* ``{"role": "system", "content": str | [text parts]}`` — an envelope change
+  (``system/message``, log-only), never a surface node;
+* ``{"role": "user", "content": str | [parts]}`` with ``text`` and ``image_url`` parts;
+* ``{"role": "assistant", "content": str | None | [text parts], "tool_calls": [...],
+  "reasoning_content": str}`` (DeepSeek-style reasoning becomes a reasoning block);
+* ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
+
+The round-trip through :func:`to_openai` is exact except for these normalisations:
+
+1. ``tool_calls[].index`` (a streaming artefact) is dropped;
+2. key order follows this module, not the input;
+3. ``compact-checkpoint`` and ``context/message`` nodes render as ``user`` messages.
+
+Keys this module does not interpret (``name`` and the like) are kept on the event under
+``message["openai"]["extra"]`` and emitted again unchanged.
+
+Malformed input raises :class:`~dashr_ext.errors.FormatError` naming the field (for a list,
+``messages[3].tool_calls[0].function.arguments``); nothing is appended then, not even the
+valid messages before the bad one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._events import (
+    Event,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    block_to_json,
+    render_image,
+)
+from .._session import EventSpec
+from ..errors import FormatError
+
+if TYPE_CHECKING:
+    from .._session import Session
+
+__all__ = [
+    "KnownToolCalls",
+    "RequestSource",
+    "event_to_openai",
+    "record_openai",
+    "to_event_specs",
+    "to_openai",
+]
+
+_KNOWN_KEYS = {
+    "system": {"role", "content"},
+    "user": {"role", "content"},
+    "assistant": {"role", "content", "tool_calls", "reasoning_content"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+
+
+class KnownToolCalls(Protocol):
+    """What translating messages reads of a session: the tool calls it already holds."""
+
+    def pending_tool_calls(self) -> list[str]: ...
+
+    def tool_call_seq(self, tool_call_id: str) -> int | None: ...
+
+    def tool_call_name(self, tool_call_id: str) -> str | None: ...
+
+
+class RequestSource(Protocol):
+    """What deriving a request reads of a session: its envelope and current surface."""
+
+    @property
+    def system_message(self) -> Event | None: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    def surface_events(self) -> Iterable[Event]: ...
+
+
+def record_openai(
+    session: Session, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> list[Event]:
+    """Validate and append OpenAI chat message(s) as one atomic batch; returns the new events.
+
+    The new events include the turn/step markers the session inferred around the messages.
+    """
+    return session.append(to_event_specs(session, message), infer_markers=True)
+
+
+def to_event_specs(
+    calls: KnownToolCalls, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> list[EventSpec]:
+    """Translate OpenAI chat message(s) into event specs, checking them against ``calls``.
+
+    Raises :class:`~dashr_ext.errors.FormatError` naming the first bad field.
+    """
+    if isinstance(message, Mapping):
+        items: list[tuple[str, Mapping[str, Any]]] = [("", message)]
+    elif isinstance(message, Sequence) and not isinstance(message, str | bytes):
+        items = []
+        for i, m in enumerate(message):
+            if not isinstance(m, Mapping):
+                raise FormatError(f"messages[{i}]", f"expected an object, got {type(m).__name__}")
+            items.append((f"messages[{i}].", m))
+    else:
+        raise FormatError(
+            "message",
+            f"expected an OpenAI message object or a list of them, got {type(message).__name__}",
+        )
+    conv = _Converter(calls)
+    return [conv.convert(m, prefix) for prefix, m in items]
+
+
+class _Converter:
+    """Turns messages into event specs, tracking the tool calls of the batch so far."""
+
+    def __init__(self, calls: KnownToolCalls) -> None:
+        self.calls = calls
+        self.pending = dict.fromkeys(calls.pending_tool_calls())
+        self.new_calls: dict[str, str] = {}
+
+    def convert(self, m: Mapping[str, Any], p: str) -> EventSpec:
+        role = m.get("role")
+        if role not in _KNOWN_KEYS:
+            raise FormatError(
+                f"{p}role", f"expected 'system', 'user', 'assistant' or 'tool', got {role!r}"
+            )
+        extra = {k: v for k, v in m.items() if k not in _KNOWN_KEYS[role]}
+        for key, value in extra.items():
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"{p}{key}", f"not JSON data ({exc})") from None
+        if role == "system":
+            content, parts = _text_content(m, p, allow_none=False)
+            msg = _message("system", {"kind": "system"}, content, parts, extra)
+            return EventSpec("system/message", {"message": msg})
+        if role == "user":
+            content, parts = _user_content(m, p)
+            msg = _message("user", {"kind": "user"}, content, parts, extra)
+            return EventSpec("user/message", {"message": msg}, "append")
+        if role == "assistant":
+            return self._assistant(m, p, extra)
+        return self._tool(m, p, extra)
+
+    def _assistant(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> EventSpec:
+        blocks: list[Any] = []
+        reasoning = m.get("reasoning_content")
+        if reasoning is not None:
+            if not isinstance(reasoning, str):
+                raise FormatError(f"{p}reasoning_content", "expected a string or null")
+            blocks.append(ReasoningBlock(reasoning))
+        content, parts = _text_content(m, p, allow_none=True)
+        blocks.extend(content)
+        raw_calls = m.get("tool_calls")
+        if raw_calls is not None:
+            if not isinstance(raw_calls, list):
+                raise FormatError(f"{p}tool_calls", "expected a list of tool calls or null")
+            for i, call in enumerate(raw_calls):
+                blocks.append(self._tool_call(call, f"{p}tool_calls[{i}]"))
+        msg = _message("assistant", {"kind": "model", "model": None}, blocks, parts, extra)
+        if raw_calls == []:
+            msg.setdefault("openai", {})["emptyToolCalls"] = True
+        elif raw_calls is None and "tool_calls" in m:
+            msg.setdefault("openai", {})["nullToolCalls"] = True
+        return EventSpec("assistant/message", {"message": msg}, "append")
+
+    def _tool_call(self, call: object, p: str) -> ToolCallBlock:
+        if not isinstance(call, Mapping):
+            raise FormatError(p, f"expected an object, got {type(call).__name__}")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise FormatError(f"{p}.id", "expected a non-empty string")
+        kind = call.get("type", "function")
+        if kind != "function":
+            raise FormatError(f"{p}.type", f"expected 'function', got {kind!r}")
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            raise FormatError(f"{p}.function", "expected an object with 'name' and 'arguments'")
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise FormatError(f"{p}.function.name", "expected a non-empty string")
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            raise FormatError(
+                f"{p}.function.arguments", f"expected a JSON string, got {type(args).__name__}"
+            )
+        try:
+            json.loads(args)
+        except ValueError as exc:
+            raise FormatError(f"{p}.function.arguments", f"not valid JSON ({exc})") from None
+        if call_id in self.new_calls or self.calls.tool_call_seq(call_id) is not None:
+            raise FormatError(
+                f"{p}.id", f"tool call id {call_id!r} is already used in this session"
+            )
+        self.new_calls[call_id] = name
+        self.pending[call_id] = None
+        return ToolCallBlock(call_id, name, args)
+
+    def _tool(self, m: Mapping[str, Any], p: str, extra: dict[str, Any]) -> EventSpec:
+        call_id = m.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise FormatError(
+                f"{p}tool_call_id", "missing: a tool message needs the id of its call"
+            )
+        if call_id not in self.pending:
+            waiting = ", ".join(self.pending) or "none"
+            raise FormatError(
+                f"{p}tool_call_id",
+                f"no tool call {call_id!r} is awaiting a result (awaiting: {waiting})",
+            )
+        del self.pending[call_id]
+        content, parts = _text_content(m, p, allow_none=False)
+        name = extra.get("name")
+        tool_name = name if isinstance(name, str) else self._call_name(call_id)
+        msg = _message("tool", {"kind": "tool"}, content, parts, extra)
+        msg.update({"toolCallId": call_id, "toolName": tool_name, "isError": False})
+        return EventSpec("tool/result", {"message": msg}, "append")
+
+    def _call_name(self, call_id: str) -> str:
+        return self.new_calls.get(call_id) or self.calls.tool_call_name(call_id) or ""
+
+
+def _message(
+    role: str,
+    source: dict[str, Any],
+    content: Sequence[Any],
+    parts: bool,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": role,
+        "source": source,
+        "content": [block_to_json(b) for b in content],
+    }
+    openai: dict[str, Any] = {}
+    if parts:
+        openai["parts"] = True
+    if extra:
+        openai["extra"] = dict(extra)
+    if openai:
+        msg["openai"] = openai
+    return msg
+
+
+def _text_content(m: Mapping[str, Any], p: str, *, allow_none: bool) -> tuple[list[Any], bool]:
+    """Content that may only hold text: a string, text parts, or (assistant) null."""
+    content = m.get("content")
+    if content is None:
+        if allow_none:
+            return [], False
+        raise FormatError(f"{p}content", "expected a string or a list of text parts, got null")
+    if isinstance(content, str):
+        return [TextBlock(content)], False
+    if isinstance(content, list):
+        blocks: list[Any] = []
+        for i, part in enumerate(content):
+            if not isinstance(part, Mapping) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise FormatError(
+                    f"{p}content[{i}].type", f"expected a 'text' part here, got {kind!r}"
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise FormatError(f"{p}content[{i}].text", "expected a string")
+            blocks.append(TextBlock(text))
+        return blocks, True
+    raise FormatError(
+        f"{p}content", f"expected a string or a list of parts, got {type(content).__name__}"
+    )
+
+
+def _user_content(m: Mapping[str, Any], p: str) -> tuple[list[Any], bool]:
+    content = m.get("content")
+    if not isinstance(content, list):
+        return _text_content(m, p, allow_none=False)
+    blocks: list[Any] = []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise FormatError(f"{p}content[{i}].text", "expected a string")
+            blocks.append(TextBlock(text))
+        elif kind == "image_url":
+            blocks.append(_image(part, f"{p}content[{i}]"))
+        else:
+            raise FormatError(
+                f"{p}content[{i}].type", f"expected 'text' or 'image_url', got {kind!r}"
+            )
+    return blocks, True
+
+
+def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else None
+    if not isinstance(url, str) or not url:
+        raise FormatError(f"{p}.image_url.url", "expected a non-empty URL string")
+    media_type, size = "image/*", None
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        media_type = header[5:].split(";")[0] or "image/*"
+        if ";base64" in header:
+            try:
+                size = len(base64.b64decode(payload, validate=False))
+            except ValueError:
+                raise FormatError(f"{p}.image_url.url", "data URL is not valid base64") from None
+    extra: dict[str, Any] = {"url": url}
+    detail = image.get("detail") if isinstance(image, Mapping) else None
+    if detail is not None:
+        extra["detail"] = detail
+    return ImageBlock(
+        attachment_id=hashlib.sha256(url.encode()).hexdigest()[:16],
+        media_type=media_type,
+        width=None,
+        height=None,
+        bytes=size,
+        extra=extra,
+    )
+
+
+# --------------------------------------------------------------------------- derive
+
+
+def to_openai(session: RequestSource) -> list[dict[str, Any]]:
+    """The next request's OpenAI messages: the system prompt, then the surface in order."""
+    out: list[dict[str, Any]] = []
+    system = session.system_message
+    if system is not None:
+        out.append(_emit_system(system))
+    elif session.system_prompt is not None:
+        out.append({"role": "system", "content": session.system_prompt})
+    for event in session.surface_events():
+        out.append(event_to_openai(event))
+    return out
+
+
+def _emit_system(event: Event) -> dict[str, Any]:
+    msg = event.message
+    openai = msg.extra.get("openai") or {}
+    out: dict[str, Any] = {"role": "system", "content": _emit_text(msg.content, openai)}
+    out.update(openai.get("extra") or {})
+    return out
+
+
+def event_to_openai(event: Event) -> dict[str, Any]:
+    """One surface node as an OpenAI chat message."""
+    msg = event.message
+    openai: Mapping[str, Any] = msg.extra.get("openai") or {}
+    out: dict[str, Any]
+    if event.type == "assistant/message":
+        text = [b for b in msg.content if isinstance(b, TextBlock)]
+        shown = text or openai.get("parts")
+        out = {"role": "assistant", "content": _emit_text(text, openai) if shown else None}
+        calls = msg.tool_calls
+        if openai.get("nullToolCalls"):
+            out["tool_calls"] = None
+        elif calls or openai.get("emptyToolCalls"):
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
+        reasoning = [b.text for b in msg.content if isinstance(b, ReasoningBlock)]
+        if reasoning:
+            out["reasoning_content"] = "\n".join(reasoning)
+    elif event.type == "tool/result":
+        out = {
+            "role": "tool",
+            "tool_call_id": msg.tool_call_id,
+            "content": _emit_text(msg.content, openai),
+        }
+    else:
+        out = {"role": "user", "content": _emit_text(msg.content, openai)}
+    out.update(openai.get("extra") or {})
+    return out
+
+
+def _emit_text(blocks: Sequence[Any], openai: Mapping[str, Any]) -> Any:
+    if openai.get("parts"):
+        parts: list[dict[str, Any]] = []
+        for b in blocks:
+            if isinstance(b, TextBlock):
+                parts.append({"type": "text", "text": b.text})
+            elif isinstance(b, ImageBlock) and "url" in b.extra:
+                image: dict[str, Any] = {"url": b.extra["url"]}
+                if "detail" in b.extra:
+                    image["detail"] = b.extra["detail"]
+                parts.append({"type": "image_url", "image_url": image})
+            elif isinstance(b, ImageBlock):
+                parts.append({"type": "text", "text": render_image(b)})
+        return parts
+    pieces = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            pieces.append(b.text)
+        elif isinstance(b, ImageBlock):
+            pieces.append(render_image(b))
+    return "\n".join(pieces)

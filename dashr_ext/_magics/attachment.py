@@ -1,0 +1,99 @@
+"""The session a shell is attached to: its file, and the names bound to it (SPEC §9).
+
+Unloading removes exactly what loading added: a session file made at load that nothing was
+recorded in, and each bound name only while it still holds the object the extension bound,
+so a user's own ``dashr = …`` survives ``%unload_ext``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from .._controller import Dashr as DashrController
+from .._paths import new_session_id
+
+__all__ = ["NAMESPACE_NAMES", "Attachment", "namespace_of", "same_file"]
+
+NAMESPACE_NAMES: tuple[str, ...] = (
+    "dashr",
+    "dashr_compaction_archive",
+    "history_outline",
+    "history_read",
+    "history_search",
+)
+"""The user-namespace names the extension binds."""
+
+
+def namespace_of(c: DashrController) -> dict[str, object]:
+    """The :data:`NAMESPACE_NAMES` bound to ``c``: the controller, its archive, its recall."""
+    return {
+        "dashr": c,
+        "dashr_compaction_archive": c.archive,
+        "history_outline": c.history_outline,
+        "history_read": c.history_read,
+        "history_search": c.history_search,
+    }
+
+
+def same_file(a: Path | None, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (False when ``a`` is None or cannot resolve)."""
+    if a is None:
+        return False
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+class Attachment:
+    """What one shell's extension opened and bound, so that it can undo exactly that."""
+
+    def __init__(self, shell: InteractiveShell | None) -> None:
+        self.shell = shell
+        self._created_path: Path | None = None
+        self._pushed: dict[str, object] = {}
+
+    def open(
+        self, session_path: str | None, session_dir: str | None, options: Mapping[str, Any]
+    ) -> DashrController:
+        """Open ``session_path``, or create it (None: a new session in ``session_dir``)."""
+        path = Path(session_path).expanduser() if session_path else None
+        if path is not None and path.exists():
+            return DashrController.open(path, **options)
+        if path is None and session_dir:
+            path = Path(session_dir).expanduser() / f"{new_session_id()}.jsonl"
+        controller = DashrController.create(path, **options)
+        self._created_path = controller.session.path
+        return controller
+
+    def close(self, controller: DashrController) -> None:
+        """Close ``controller``; a session file :meth:`open` created and nothing used is removed."""
+        untouched = len(controller.session) == 1  # only its header: nothing was recorded
+        controller.close()
+        created, self._created_path = self._created_path, None
+        if created is not None and untouched and controller.session.path == created:
+            created.unlink(missing_ok=True)
+
+    def bind(self, controller: DashrController) -> None:
+        """Bind the :data:`NAMESPACE_NAMES` of ``controller`` (replacing those bound before)."""
+        assert self.shell is not None
+        names = namespace_of(controller)
+        self.unbind()
+        self.shell.push(names, interactive=False)  # type: ignore[no-untyped-call]
+        self._pushed = names
+
+    def unbind(self) -> None:
+        """Remove the names :meth:`bind` bound, where they still hold its objects."""
+        if self.shell is None:
+            return
+        user_ns, hidden = self.shell.user_ns, self.shell.user_ns_hidden
+        for name, obj in self._pushed.items():
+            if user_ns.get(name) is obj:
+                del user_ns[name]
+            if hidden.get(name) is obj:
+                del hidden[name]
+        self._pushed = {}

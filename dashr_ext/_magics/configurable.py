@@ -1,0 +1,510 @@
+"""The ``Dashr`` configurable: the extension's options and its magics (SPEC §9).
+
+One instance per shell while the extension is loaded. Its traits are the options
+(``%config Dashr.NAME = VALUE``), validated per group (:mod:`.options`) and applied to the
+live controller at once; its methods are the magics, each docstring a user manual.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, magics_class, no_var_expand
+from traitlets import Bool, Enum, Float, Integer, Unicode, observe, validate
+from traitlets.utils.bunch import Bunch
+
+from .._config import ENGINES, CompactionConfig, RecallConfig
+from .._controller import Dashr as DashrController
+from .._display import Report, compact_report, dry_run_report
+from .._recall import RecallResult
+from .._summarizers.base import Summarizer
+from .._summarizers.factory import SUMMARIZER_KINDS
+from ..agent import Agent, AgentReply
+from .agent_turn import agent_cell
+from .arguments import (
+    agent_errors,
+    argument,
+    cell_magic,
+    line_magic,
+    magic_arguments,
+    one_line_errors,
+    parse,
+    unquote,
+)
+from .attachment import Attachment, same_file
+from .options import (
+    AGENT_TRAITS,
+    COMPACTION_DEFAULTS,
+    COMPACTION_TRAITS,
+    RECALL_DEFAULTS,
+    RECALL_TRAITS,
+    SUMMARIZER_TRAITS,
+    close_summarizer,
+    summarizer_of,
+    trait_errors,
+)
+from .subcommands import SUBCOMMANDS
+
+__all__ = ["Dashr"]
+
+
+@magics_class
+class Dashr(Magics):
+    """The ``Dashr`` configurable: every option of the extension, and its magics.
+
+    One instance exists per shell while the extension is loaded. It owns the controller
+    (:attr:`controller`, bound to ``dashr`` in the user namespace).
+    """
+
+    # -- compaction (CompactionConfig) ---------------------------------------------------
+    engine = Enum(
+        ENGINES,
+        default_value=COMPACTION_DEFAULTS.engine,
+        help="Compaction engine: 'summary' (one head-anchored checkpoint, merged forward).",
+    ).tag(config=True)
+    context_window_tokens = Integer(
+        COMPACTION_DEFAULTS.context_window_tokens,
+        help="The model's context window, in tokens (>= 256).",
+    ).tag(config=True)
+    threshold_ratio = Float(
+        COMPACTION_DEFAULTS.threshold_ratio,
+        help="Compact when the request exceeds this fraction of context_window_tokens; in (0, 1).",
+    ).tag(config=True)
+    retain_ratio = Float(
+        COMPACTION_DEFAULTS.retain_ratio,
+        help="History a pass keeps verbatim, as a fraction of context_window_tokens (below "
+        "threshold_ratio); used while retain_tokens is None.",
+    ).tag(config=True)
+    retain_tokens = Integer(
+        COMPACTION_DEFAULTS.retain_tokens,
+        allow_none=True,
+        help="History a pass keeps verbatim, in tokens; required, and below "
+        "recency_window_tokens, when recency_window_tokens is set.",
+    ).tag(config=True)
+    recency_window_tokens = Integer(
+        COMPACTION_DEFAULTS.recency_window_tokens,
+        allow_none=True,
+        help="Compact when the request exceeds this many tokens, whatever the context window "
+        "(None: off). Needs retain_tokens below it.",
+    ).tag(config=True)
+    max_summary_tokens = Integer(
+        COMPACTION_DEFAULTS.max_summary_tokens,
+        help="Upper bound on a summary's size, in tokens (>= 128).",
+    ).tag(config=True)
+    compaction_retries = Integer(
+        COMPACTION_DEFAULTS.compaction_retries,
+        help="Extra passes when a pass leaves the request above the trigger (0-10).",
+    ).tag(config=True)
+    auto = Bool(
+        COMPACTION_DEFAULTS.auto,
+        help="Compact automatically when over the trigger, before each request "
+        "(dashr.request_messages()).",
+    ).tag(config=True)
+    archive_max_bytes = Integer(
+        COMPACTION_DEFAULTS.archive_max_bytes,
+        allow_none=True,
+        help="Cap on the archive dict's size in bytes; the oldest entries become stubs that "
+        "point at history_read (None: no cap).",
+    ).tag(config=True)
+    archive_reasoning = Bool(
+        COMPACTION_DEFAULTS.archive_reasoning,
+        help="Keep the model's reasoning text in archive entries.",
+    ).tag(config=True)
+
+    # -- recall (RecallConfig) ------------------------------------------------------------
+    read_max_chars = Integer(
+        RECALL_DEFAULTS.read_max_chars,
+        help="Longest history_read page, in characters (400-1000000).",
+    ).tag(config=True)
+    read_max_events = Integer(
+        RECALL_DEFAULTS.read_max_events,
+        help="Most events on one history_read page (1-1000).",
+    ).tag(config=True)
+    search_max_hits = Integer(
+        RECALL_DEFAULTS.search_max_hits,
+        help="Most hits history_search shows (1-200); its limit argument may ask for fewer.",
+    ).tag(config=True)
+    outline_max_chars = Integer(
+        RECALL_DEFAULTS.outline_max_chars,
+        help="Longest history_outline text (200-1000000); turns are elided past it, "
+        "checkpoints never.",
+    ).tag(config=True)
+    pointer = Enum(
+        ("inject", "off"),
+        default_value=RECALL_DEFAULTS.pointer,
+        help="After a pass, add a short context message naming the checkpoint and the recall "
+        "tools ('inject'), or not ('off').",
+    ).tag(config=True)
+
+    # -- summarizer --------------------------------------------------------------------------
+    summarizer = Enum(
+        SUMMARIZER_KINDS,
+        default_value="extractive",
+        help="Who writes summaries: 'extractive' (offline, deterministic, no key) or 'llm' (an "
+        "OpenAI-compatible endpoint: llm_base_url, llm_model; the API key is read from "
+        "DASHR_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY, never from here).",
+    ).tag(config=True)
+    llm_base_url = Unicode(
+        None,
+        allow_none=True,
+        help="API root of the 'llm' summarizer, e.g. 'https://api.deepseek.com/v1' "
+        "(None: env DASHR_BASE_URL).",
+    ).tag(config=True)
+    llm_model = Unicode(
+        None,
+        allow_none=True,
+        help="Model of the 'llm' summarizer, e.g. 'deepseek-chat' (None: env DASHR_MODEL).",
+    ).tag(config=True)
+
+    # -- agent (%%agent) ------------------------------------------------------------------
+    agent_base_url = Unicode(
+        None,
+        allow_none=True,
+        help="API root of the model %%agent talks to, e.g. 'https://api.deepseek.com/v1' "
+        "(None: env DASHR_BASE_URL). The API key is read from DASHR_API_KEY, DEEPSEEK_API_KEY "
+        "or OPENAI_API_KEY, never from here.",
+    ).tag(config=True)
+    agent_model = Unicode(
+        None,
+        allow_none=True,
+        help="Model %%agent uses, e.g. 'deepseek-chat' (None: env DASHR_MODEL).",
+    ).tag(config=True)
+    agent_max_steps = Integer(
+        30, min=1, help="Most model calls one %%agent cell makes before it stops (>= 1)."
+    ).tag(config=True)
+    agent_tool_output_max_chars = Integer(
+        10_000,
+        min=200,
+        help="run_cell output longer than this is cut (with a marker) before the model sees "
+        "it (>= 200).",
+    ).tag(config=True)
+
+    # -- store ------------------------------------------------------------------------------
+    session_dir = Unicode(
+        None,
+        allow_none=True,
+        help="Directory for the session created at load (None: $DASHR_HOME/sessions). "
+        "Read when the extension loads.",
+    ).tag(config=True)
+    session_path = Unicode(
+        None,
+        allow_none=True,
+        help="Session file to attach at load, created when missing (None: a new session in "
+        "session_dir). Read when the extension loads; %dashr attach PATH switches later.",
+    ).tag(config=True)
+
+    def __init__(self, shell: InteractiveShell | None = None, **kwargs: Any) -> None:
+        # Set before the traits load their configuration: the observers look at them.
+        self._controller: DashrController | None = None
+        self._agent: Agent | None = None
+        self._attachment = Attachment(shell)
+        super().__init__(shell=shell, **kwargs)
+
+    # ------------------------------------------------------------------ validation
+
+    def compaction_config(self, **overrides: Any) -> CompactionConfig:
+        """The :class:`CompactionConfig` of the current option values (plus ``overrides``)."""
+        values = {name: getattr(self, name) for name in COMPACTION_TRAITS}
+        return CompactionConfig(**{**values, **overrides})
+
+    def recall_config(self, **overrides: Any) -> RecallConfig:
+        """The :class:`RecallConfig` of the current option values (plus ``overrides``)."""
+        values = {name: getattr(self, name) for name in RECALL_TRAITS}
+        return RecallConfig(**{**values, **overrides})
+
+    def make_summarizer(self, **overrides: Any) -> Summarizer:
+        """A summarizer from ``summarizer`` / ``llm_base_url`` / ``llm_model``."""
+        values = {name: getattr(self, name) for name in SUMMARIZER_TRAITS}
+        return summarizer_of({**values, **overrides})
+
+    @validate(*COMPACTION_TRAITS)
+    def _check_compaction(self, proposal: Bunch) -> Any:
+        with trait_errors():
+            self.compaction_config(**{proposal.trait.name: proposal.value})
+        return proposal.value
+
+    @validate(*RECALL_TRAITS)
+    def _check_recall(self, proposal: Bunch) -> Any:
+        with trait_errors():
+            self.recall_config(**{proposal.trait.name: proposal.value})
+        return proposal.value
+
+    @validate(*SUMMARIZER_TRAITS)
+    def _check_summarizer(self, proposal: Bunch) -> Any:
+        with trait_errors():
+            close_summarizer(self.make_summarizer(**{proposal.trait.name: proposal.value}))
+        return proposal.value
+
+    @observe(*COMPACTION_TRAITS)
+    def _apply_compaction(self, change: Bunch) -> None:
+        if self._controller is not None:
+            self._controller.config = self.compaction_config()
+
+    @observe(*RECALL_TRAITS)
+    def _apply_recall(self, change: Bunch) -> None:
+        if self._controller is not None:
+            self._controller.recall_config = self.recall_config()
+
+    @observe(*SUMMARIZER_TRAITS)
+    def _apply_summarizer(self, change: Bunch) -> None:
+        controller = self._controller
+        if controller is None:
+            return
+        old = controller.summarizer
+        controller.summarizer = self.make_summarizer()
+        close_summarizer(old)
+
+    # ------------------------------------------------------------------ the controller
+
+    @property
+    def controller(self) -> DashrController:
+        """The session controller bound to ``dashr``."""
+        if self._controller is None:
+            raise UsageError("dashr_ext is not attached to a session; run %load_ext dashr_ext")
+        return self._controller
+
+    def start(self) -> None:
+        """Create or open the configured session and bind the namespace names."""
+        options: dict[str, Any] = {
+            "config": self.compaction_config(),
+            "recall": self.recall_config(),
+            "summarizer": self.make_summarizer(),
+        }
+        self._controller = self._attachment.open(self.session_path, self.session_dir, options)
+        self.push()
+
+    def attach(self, path: str | Path) -> DashrController:
+        """Switch to the session file at ``path``; the names are re-bound to the new controller."""
+        target = Path(path).expanduser()
+        current = self._controller
+        if current is not None and same_file(current.session.path, target):
+            return current
+        controller = DashrController.open(
+            target,
+            config=self.compaction_config(),
+            recall=self.recall_config(),
+            summarizer=self.make_summarizer(),
+        )
+        self.stop()
+        self._controller = controller
+        self.push()
+        return controller
+
+    def stop(self) -> None:
+        """Unbind the names and close the session (an untouched session made at load is removed)."""
+        self.drop()
+        self._drop_agent()
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            self._attachment.close(controller)
+
+    def push(self) -> None:
+        """Bind ``dashr``, the archive and the recall helpers of the live controller."""
+        self._attachment.bind(self.controller)
+
+    def drop(self) -> None:
+        """Remove the names this object bound, where they still hold its objects."""
+        self._attachment.unbind()
+
+    # ------------------------------------------------------------------ %dashr
+
+    @line_magic
+    @magic_arguments()
+    @argument(
+        "command",
+        choices=("status", "config", "attach", "export", "snapshot"),
+        metavar="COMMAND",
+        help="status | config | attach PATH | export PATH | snapshot save PATH | "
+        "snapshot load PATH",
+    )
+    @argument("args", nargs="*", metavar="ARG", help="the subcommand's arguments")
+    def dashr(self, line: str) -> Report:
+        """Inspect and manage this kernel's dashr session.
+
+        Subcommands:
+
+          status               session, request tokens against the trigger, checkpoints, archive
+          config               the effective configuration (change it with %config Dashr.NAME = …)
+          attach PATH          switch to another session file (e.g. after a kernel restart);
+                               the session, surface and archive are rebuilt from its log
+          export PATH          copy the session's JSONL log to PATH (a new file)
+          snapshot save PATH   save the user namespace with dill; unpicklable names are skipped
+          snapshot load PATH   load a snapshot: this runs code from the file, so only load
+                               files you saved yourself
+
+        Examples::
+
+          %dashr status
+          %dashr attach ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
+        """
+        args = parse(self.dashr, line)
+        words = [unquote(a) for a in args.args]
+        key = args.command
+        if key == "snapshot":
+            if not words or words[0] not in ("save", "load"):
+                raise UsageError("usage: %dashr snapshot save PATH | %dashr snapshot load PATH")
+            key = f"snapshot {words.pop(0)}"
+        params, handler = SUBCOMMANDS[key]
+        if len(words) != len(params):
+            raise UsageError(f"usage: %dashr {' '.join((key, *params))}")
+        with one_line_errors():
+            return handler(self, *words)
+
+    # ------------------------------------------------------------------ %compact
+
+    @line_magic
+    @magic_arguments()
+    @argument(
+        "--dry-run",
+        action="store_true",
+        help="show the range a pass would compact (seqs, events, tokens) and commit nothing",
+    )
+    def compact(self, line: str) -> Report:
+        """Compact the session now (a manual pass), or preview it with --dry-run.
+
+        The pass keeps the newest history that fits the retain budget and condenses
+        everything before it into one checkpoint; the originals stay readable with
+        history_read and dashr_compaction_archive.
+
+        Examples::
+
+          %compact --dry-run
+          %compact
+        """
+        args = parse(self.compact, line)
+        with one_line_errors():
+            if args.dry_run:
+                return dry_run_report(self.controller)
+            return compact_report(self.controller)
+
+    # ------------------------------------------------------------------ recall
+
+    @line_magic
+    @magic_arguments()
+    def history_outline(self, line: str) -> RecallResult:
+        """The session at a glance: every checkpoint, then the turns.
+
+        Shows the event count, each checkpoint (id, shadowed seqs, tokens, time, current or
+        superseded, a one-line preview) and the turn list. Same text as
+        print(history_outline()).
+
+        Examples::
+
+          %history_outline
+          print(history_outline())
+        """
+        parse(self.history_outline, line)
+        with one_line_errors():
+            return self.controller.history_outline()
+
+    @line_magic
+    @magic_arguments()
+    @argument("checkpoint", nargs="?", help="a checkpoint id, e.g. c42: its shadowed originals")
+    @argument("--seq", type=int, help="read this session's history forward from seq N")
+    @argument("--cursor", help="the next page: the token after 'cursor:' on a previous page")
+    @no_var_expand
+    def history_read(self, line: str) -> RecallResult:
+        """Read the originals a checkpoint condensed, or the history from a seq, page by page.
+
+        Give exactly one of CHECKPOINT, --seq or --cursor. A page ends with
+        'cursor: TOKEN' when more follows, else with '… [end of this range]'.
+        Same text as print(history_read(...)).
+
+        Examples::
+
+          %history_read c42
+          %history_read --cursor c42@4:1200
+        """
+        args = parse(self.history_read, line)
+        checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
+        cursor = unquote(args.cursor) if args.cursor is not None else None
+        with one_line_errors():
+            return self.controller.history_read(checkpoint=checkpoint, seq=args.seq, cursor=cursor)
+
+    @line_magic
+    @magic_arguments()
+    @argument("query", nargs="+", help="the literal text to find; quotes group words")
+    @argument("--checkpoint", help="search only this checkpoint's shadowed originals, e.g. c42")
+    @argument("--limit", type=int, help="show at most N hits (up to Dashr.search_max_hits)")
+    @no_var_expand
+    def history_search(self, line: str) -> RecallResult:
+        """Find literal text anywhere in the session's history, compacted or visible.
+
+        Case-insensitive; words match across any whitespace; quotes group words and are
+        not part of the query; no $variable expansion. Each hit shows its seq, whether it
+        is shadowed (and by which checkpoint) or visible, its time and a snippet.
+        Same text as print(history_search(...)).
+
+        Examples::
+
+          %history_search retry budget
+          %history_search "ValueError: x" --checkpoint c42 --limit 5
+        """
+        args = parse(self.history_search, line)
+        query = " ".join(unquote(word) for word in args.query)
+        checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
+        with one_line_errors():
+            return self.controller.history_search(query, checkpoint=checkpoint, limit=args.limit)
+
+    # ------------------------------------------------------------------ %%agent
+
+    @cell_magic
+    @magic_arguments()
+    @argument("--max-steps", type=int, help="at most N model calls for this cell")
+    def agent(self, line: str, cell: str) -> AgentReply:
+        """Run one agent turn: the cell body is the user's message.
+
+        The agent calls the model at Dashr.agent_base_url / Dashr.agent_model (or env
+        DASHR_BASE_URL / DASHR_MODEL; key from DASHR_API_KEY), runs the code it asks for
+        with run_cell in this kernel, compacts before every request and reads compacted
+        history back with the recall tools or dashr_compaction_archive. One progress line
+        per step; the cell's result is the agent's final answer.
+
+        Examples::
+
+          %%agent
+          Load data.csv and plot the weekly totals.
+
+          %%agent --max-steps 5
+          Which checkpoint holds the first traceback?
+        """
+        args = parse(self.agent, line)
+        if not cell.strip():
+            raise UsageError("%%agent needs the user's message in the cell body")
+        if args.max_steps is not None and args.max_steps < 1:
+            raise UsageError(f"--max-steps: expected an integer >= 1, got {args.max_steps}")
+        with one_line_errors(), agent_errors():
+            agent = self._agent_for_cell()
+            limit = agent.max_steps
+            if args.max_steps is not None:
+                agent.max_steps = args.max_steps
+            try:
+                return agent_cell(self.shell, self.controller, cell.strip(), agent=agent)
+            finally:
+                agent.max_steps = limit
+
+    def _agent_for_cell(self) -> Agent:
+        """The long-lived agent of this session (rebuilt after attach or option changes)."""
+        if self._agent is None or self._agent.dashr is not self.controller:
+            self._drop_agent()
+            self._agent = Agent(
+                self.controller,
+                shell=self.shell,
+                base_url=self.agent_base_url,
+                model=self.agent_model,
+                max_steps=self.agent_max_steps,
+                tool_output_max_chars=self.agent_tool_output_max_chars,
+            )
+        return self._agent
+
+    def _drop_agent(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()
+
+    @observe(*AGENT_TRAITS)
+    def _apply_agent(self, change: Bunch) -> None:
+        self._drop_agent()  # the next %%agent cell builds one with the new options

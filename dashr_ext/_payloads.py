@@ -1,0 +1,116 @@
+"""Typed shapes of event payloads and the log's fixed vocabulary (SPEC §3.1.1, §4.1).
+
+``Event.data`` is a plain JSON object; the ``TypedDict``s here let code that reads a
+payload have its keys type-checked (``summary_payload(event)["shadowedSeqs"]``). Extra
+keys are allowed on disk, so these describe the required keys (and the optional ones this
+package writes).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict, cast
+
+from ._events import Event
+
+__all__ = [
+    "CHECKPOINT_SOURCE",
+    "POINTER_SOURCE",
+    "TRIGGERS",
+    "EndPayload",
+    "ShadowedRange",
+    "StartPayload",
+    "SummarizerInfo",
+    "SummaryPayload",
+    "Trigger",
+    "UsagePayload",
+    "end_payload",
+    "start_payload",
+    "summary_payload",
+    "usage_payload",
+]
+
+CHECKPOINT_SOURCE = "compact-checkpoint"
+"""``message.source["kind"]`` of a checkpoint node (the ``user/message`` a pass commits)."""
+
+POINTER_SOURCE = "history-access"
+"""``message.source["kind"]`` of the post-compaction pointer (a ``context/message``)."""
+
+Trigger = Literal["pressure", "context-overflow", "manual"]
+TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")
+"""What may start a compaction pass (SPEC §4.4)."""
+
+
+class StartPayload(TypedDict):
+    """``compaction/start``: takes the session's compaction lock."""
+
+    compactionId: str
+    trigger: str
+    engine: str
+
+
+class ShadowedRange(TypedDict):
+    start: int
+    end: int
+
+
+class SummarizerInfo(TypedDict):
+    kind: str
+    model: str | None
+
+
+class SummaryPayload(TypedDict):
+    """``compaction/summary``: provenance of one checkpoint; footers are composed from it."""
+
+    compactionId: str
+    checkpoint: str
+    """``c<seq of this event>``."""
+    trigger: str
+    engine: str
+    summary: str
+    """The raw summary text, before framing and footers."""
+    shadowedRange: ShadowedRange
+    shadowedSeqs: list[int]
+    """The surface nodes the checkpoint replaces, in surface order."""
+    shadowedTokenCount: int
+    summarizer: SummarizerInfo
+    archive: dict[str, int] | dict[str, str]
+    """Bucket counts of the archive entry, or ``{"error": ...}`` when archiving failed."""
+    archiveReasoning: NotRequired[bool]
+    """Written (as False) only when assistant reasoning was left out of the archive."""
+
+
+class EndPayload(TypedDict):
+    """``compaction/end``: releases the lock; ``error`` on a recoverable failure."""
+
+    compactionId: str
+    error: NotRequired[str]
+
+
+class UsagePayload(TypedDict):
+    """``usage/report``: the provider's count of the request that ended at ``atSeq``."""
+
+    promptTokens: int
+    completionTokens: int | None
+    atSeq: int
+
+
+def _payload(event: Event, kind: str) -> object:
+    if event.type != kind:
+        raise TypeError(f"expected a {kind} event, got {event.type} (seq {event.seq})")
+    return event.data
+
+
+def start_payload(event: Event) -> StartPayload:
+    return cast(StartPayload, _payload(event, "compaction/start"))
+
+
+def summary_payload(event: Event) -> SummaryPayload:
+    return cast(SummaryPayload, _payload(event, "compaction/summary"))
+
+
+def end_payload(event: Event) -> EndPayload:
+    return cast(EndPayload, _payload(event, "compaction/end"))
+
+
+def usage_payload(event: Event) -> UsagePayload:
+    return cast(UsagePayload, _payload(event, "usage/report"))

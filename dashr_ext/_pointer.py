@@ -1,0 +1,22 @@
+"""The post-compaction pointer: the short note that tells the model a checkpoint exists (SPEC §8).
+
+Pure text from a :class:`~dashr_ext._checkpoints.Checkpoint` and ``prompts/pointer.md``; the
+compaction protocol appends it as a ``context/message`` after a completed pass.
+"""
+
+from __future__ import annotations
+
+from ._checkpoints import Checkpoint
+from ._templates import render
+
+__all__ = ["pointer_text"]
+
+
+def pointer_text(checkpoint: Checkpoint) -> str:
+    """The short post-compaction pointer injected as a ``context/message``."""
+    return render(
+        "pointer",
+        checkpoint=checkpoint.id,
+        events=len(checkpoint.shadowed_seqs),
+        tokens=checkpoint.shadowed_tokens,
+    ).strip()

@@ -1,0 +1,219 @@
+"""The ``history_outline`` text and HTML, composed from checkpoints and turn rows (SPEC 8).
+
+Line shapes (stable; agents and tests parse them)::
+
+    history_outline — 37 events (seqs 0-36), 2 checkpoints, 4 turns
+    checkpoints (oldest first):
+    c8 | summary seq 8 | 4 events, seqs 2-7 | ~48 tokens | 2026-07-06 12:03Z | superseded by c14 | …
+    c14 | summary seq 14 | 3 events, seqs 9-13 | ~91 tokens | 2026-07-06 12:20Z | current | …
+    turns:
+    turn 1 | seqs 1-7 | 4 events | shadowed | Fix the failing retry tests in retry.test.ts.
+    … 2 turns not shown (turns 2-3, seqs 10-27); read them with history_read(seq=10)
+    turn 4 (open) | seqs 28-36 | 5 events | visible | Now run the whole suite.
+    recall: history_read(checkpoint="c14"), history_read(seq=N), history_search("phrase")
+
+A checkpoint line ends with its one-line preview, or ``(no preview)``. The first turn and as
+many of the newest turns as fit ``outline_max_chars`` are shown; the marker stands where
+turns were left out. When not even one turn fits, the marker shrinks to
+``… 30 turns not shown; history_read(seq=1)``, then ``… 30 turns not shown``, and the
+``recall:`` hint loses its checkpoint example, or goes, until the outline fits. Checkpoints
+are never elided: when they alone exceed the budget, the outline is longer than it.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Mapping, Sequence
+
+from .._checkpoints import Checkpoint
+from .._session import Turn
+from .render import minute_utc, one_line
+from .result import RecallResult
+
+__all__ = ["checkpoint_row", "render_outline", "turn_row"]
+
+TURN_TEXT_CHARS = 80
+"""Longest first user message shown on a turn line (``…`` included)."""
+PREVIEW_CHARS = 120
+"""Longest checkpoint preview shown on a checkpoint line (``…`` included)."""
+
+_OUTLINE_FALLBACKS = ((0, 1), (1, 0), (1, 1), (2, 1), (1, 2), (2, 2), (3, 2))
+"""(marker level, hint level) pairs tried in turn when the full outline is over budget:
+marker 0 full, 1 short, 2 a count, 3 none; hint 0 full, 1 without the checkpoint example,
+2 none."""
+
+
+def checkpoint_row(c: Checkpoint, lo: int, hi: int) -> tuple[str, ...]:
+    """The cells of a checkpoint line; ``lo``-``hi`` is its shadowed seq range."""
+    status = f"superseded by {c.superseded_by}" if c.superseded_by else "current"
+    return (
+        c.id,
+        f"summary seq {c.summary_seq}",
+        f"{len(c.shadowed_seqs)} events, seqs {lo}-{hi}",
+        f"~{c.shadowed_tokens} tokens",
+        minute_utc(c.time),
+        status,
+        one_line(c.preview, PREVIEW_CHARS) or "(no preview)",
+    )
+
+
+def turn_row(
+    turn: Turn, last_seq: int, total: int, current: int, first_user: str | None
+) -> tuple[str, ...]:
+    """The cells of a turn line: ``total`` message events, ``current`` of them visible."""
+    end = turn.end_seq if turn.end_seq is not None else last_seq
+    if total and current == total:
+        state = "visible"
+    elif current == 0:
+        state = "shadowed"
+    else:
+        state = "partly shadowed"
+    label = f"turn {turn.index}" + (" (open)" if turn.end_seq is None else "")
+    text = one_line(first_user, TURN_TEXT_CHARS) if first_user else ""
+    return (
+        label,
+        f"seqs {turn.start_seq}-{end}",
+        f"{total} event{'' if total == 1 else 's'}",
+        state,
+        text or "(no user message)",
+    )
+
+
+def _elided(turns: Sequence[Turn], included: int) -> tuple[int, int] | None:
+    """Slice ``[a, b)`` of the turns left out when ``included`` are shown (head first)."""
+    count = len(turns)
+    if included >= count:
+        return None
+    if included == 0:
+        return (0, count)
+    return (1, count - (included - 1))
+
+
+def _marker(
+    turns: Sequence[Turn], span: tuple[int, int], last_seq: int, level: int = 0
+) -> str | None:
+    """The elision marker: in full (level 0), shorter (1, 2), or none at all (3)."""
+    a, b = span
+    first, last = turns[a], turns[b - 1]
+    end = last.end_seq if last.end_seq is not None else last_seq
+    count = b - a
+    which = f"turn {first.index}" if count == 1 else f"turns {first.index}-{last.index}"
+    noun = "turn" if count == 1 else "turns"
+    if level == 0:
+        return (
+            f"… {count} {noun} not shown ({which}, seqs {first.start_seq}-{end}); "
+            f"read them with history_read(seq={first.start_seq})"
+        )
+    if level == 1:
+        return f"… {count} {noun} not shown; history_read(seq={first.start_seq})"
+    return f"… {count} {noun} not shown" if level == 2 else None
+
+
+def render_outline(
+    *,
+    event_count: int,
+    checkpoints: Sequence[Checkpoint],
+    spans: Mapping[str, tuple[int, int]],
+    turns: Sequence[Turn],
+    row_of: Callable[[Turn], tuple[str, ...]],
+    max_chars: int,
+) -> RecallResult:
+    """The outline within ``max_chars``: header, every checkpoint, then the turns that fit.
+
+    ``spans`` maps a checkpoint id to its shadowed seq range; ``row_of`` gives a turn's cells
+    (see :func:`turn_row`) and is called only for the turns tried.
+    """
+    last_seq = event_count - 1
+    cps = checkpoints
+    plural = "" if len(cps) == 1 else "s"
+    header = (
+        f"history_outline — {event_count} events (seqs 0-{last_seq}), "
+        f"{len(cps)} checkpoint{plural}, {len(turns)} turn{'' if len(turns) == 1 else 's'}"
+    )
+    cp_rows = [checkpoint_row(c, *spans[c.id]) for c in cps]
+    head = [header]
+    if cp_rows:
+        head.append("checkpoints (oldest first):")
+        head.extend(" | ".join(row) for row in cp_rows)
+    else:
+        head.append("checkpoints: none yet (nothing has been compacted)")
+    head.append("turns:")
+    example = f'history_read(checkpoint="{cps[-1].id}"), ' if cps else ""
+    hints = (
+        f'recall: {example}history_read(seq=N), history_search("phrase")',
+        'recall: history_read(seq=N), history_search("phrase")',
+        None,
+    )
+    budget = max_chars - sum(len(x) + 1 for x in head) - len(hints[0] or "")
+
+    count = len(turns)
+    rows: dict[int, tuple[str, ...]] = {}
+    order = [0, *range(count - 1, 0, -1)] if count else []
+    used = 0
+    included = 0
+    for i in order:
+        row = row_of(turns[i])
+        line = " | ".join(row)
+        after = _elided(turns, included + 1)
+        marker_len = len(_marker(turns, after, last_seq) or "") + 1 if after else 0
+        if used + len(line) + 1 + marker_len > budget:
+            break
+        rows[i] = row
+        used += len(line) + 1
+        included += 1
+    elided = _elided(turns, included)
+
+    def compose(level: int, hint: str | None) -> tuple[str, list[tuple[str, ...] | str]]:
+        turn_rows: list[tuple[str, ...] | str] = [rows[i] for i in sorted(rows)]
+        marker = _marker(turns, elided, last_seq, level) if elided else None
+        if marker is not None and elided is not None:
+            turn_rows.insert(0 if elided[0] == 0 else 1, marker)
+        if not turns:
+            turn_rows.append("(no turns recorded)")
+        lines = [r if isinstance(r, str) else " | ".join(r) for r in turn_rows]
+        tail = [hint] if hint is not None else []
+        return "\n".join([*head, *lines, *tail]), turn_rows
+
+    # With the full marker and hint the shown turns fit by construction; when not even one
+    # turn did, the marker and then the hint get shorter until the outline fits. Only
+    # the checkpoints are never elided: when they alone exceed the budget, the outline is
+    # longer than it, and keeps the marker and the hint in full.
+    text, turn_rows = compose(0, hints[0])
+    hint: str | None = hints[0]
+    if len(text) > max_chars:
+        for level, h in _OUTLINE_FALLBACKS:
+            shorter, shorter_rows = compose(level, hints[h])
+            if len(shorter) <= max_chars:
+                text, turn_rows, hint = shorter, shorter_rows, hints[h]
+                break
+    return RecallResult(text, "outline", _outline_html(header, cp_rows, turn_rows, hint))
+
+
+def _outline_html(
+    header: str,
+    cp_rows: Sequence[tuple[str, ...]],
+    turn_rows: Sequence[tuple[str, ...] | str],
+    hint: str | None,
+) -> str:
+    esc = html.escape
+    out = [f'<div class="dashr-recall dashr-outline"><p>{esc(header)}</p>']
+    if cp_rows:
+        out.append(
+            "<table><thead><tr><th>checkpoint</th><th>summary</th><th>shadowed</th>"
+            "<th>tokens</th><th>time</th><th>status</th><th>preview</th></tr></thead><tbody>"
+        )
+        out.extend("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in cp_rows)
+        out.append("</tbody></table>")
+    else:
+        out.append("<p>checkpoints: none yet (nothing has been compacted)</p>")
+    out.append(
+        "<table><thead><tr><th>turn</th><th>seqs</th><th>events</th><th>state</th>"
+        "<th>first user message</th></tr></thead><tbody>"
+    )
+    for row in turn_rows:
+        if isinstance(row, str):
+            out.append(f'<tr><td colspan="5"><em>{esc(row)}</em></td></tr>')
+        else:
+            out.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>")
+    out.append("</tbody></table>" + (f"<p>{esc(hint)}</p>" if hint is not None else "") + "</div>")
+    return "".join(out)

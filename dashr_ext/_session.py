@@ -1,0 +1,621 @@
+"""The event-sourced session: an append-only log and the pure folds over it.
+
+A :class:`Session` owns the log (a list of :class:`~dashr_ext._events.Event`, index == seq)
+and keeps three folds of it up to date as events are appended:
+
+* the **surface**: the ordered seqs of the conversation nodes the next request is built from;
+* **tool pairing**: which surface node holds each tool call and which holds its result;
+* **turns and steps**: explicit ``turn/*`` / ``step/*`` markers, or inferred from message order
+  (:mod:`dashr_ext._turns`).
+
+Opening a file replays it through the same folds, so the live state and the replayed state
+are equal by construction. Appends are validated before anything is written: a failed append
+leaves the log, the file and every fold exactly as they were.
+
+This module knows nothing of compaction; it only offers the queries a range selector needs
+(:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
+adapters (:mod:`dashr_ext._formats`) translate messages into :class:`EventSpec` and append them.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._events import (
+    SURFACE_TYPES,
+    ContentBlock,
+    Event,
+    Message,
+    Replace,
+    SurfaceOp,
+    block_to_json,
+    now_ms,
+    text_blocks,
+)
+from ._paths import default_session_path, new_session_id
+from ._store import Durability, Store
+from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
+from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
+
+# Step, Turn and Unit are re-exported: Session's turn queries return them.
+__all__ = ["EventSpec", "Session", "Step", "Turn", "Unit"]
+
+FORMAT = "dashr/1"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An event before it is appended: the session assigns ``seq``, ``time`` and message ids."""
+
+    type: str
+    data: dict[str, Any]
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+    time: int | None = None
+    """Epoch ms; None means the session's clock at append time."""
+
+
+# --------------------------------------------------------------------------- session
+
+
+class Session:
+    """An append-only conversation log with its surface, tool pairing and turn folds."""
+
+    def __init__(
+        self,
+        events: Sequence[Event] = (),
+        *,
+        store: Store | None = None,
+        read_only: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._store = store
+        self._read_only = read_only
+        self._clock = clock
+        self._reset()
+        for event in events:
+            self._check(event)
+            self._apply(event)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        *,
+        session_id: str | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        durability: Durability = "fsync",
+        in_memory: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """Start a new session; ``path`` defaults to ``$DASHR_HOME/sessions/<id>.jsonl``.
+
+        ``in_memory=True`` keeps the log in memory only (tests, scratch sessions).
+        """
+        sid = session_id or new_session_id()
+        if tools is not None and (
+            isinstance(tools, str | bytes | Mapping)
+            or not all(isinstance(t, Mapping) for t in tools)
+        ):
+            raise EventError("tools: expected a list of OpenAI tool schemas (objects) or None")
+        header = EventSpec(
+            "session/header",
+            {
+                "sessionId": sid,
+                "createdAt": clock(),
+                "systemPrompt": system_prompt,
+                "tools": [dict(t) for t in tools] if tools is not None else None,
+                "format": FORMAT,
+            },
+        )
+        # Validate before any file exists: a bad argument must leave nothing behind.
+        Event.from_json(
+            {"seq": 0, "type": header.type, "time": header.data["createdAt"], "data": header.data}
+        )
+        store = None
+        if not in_memory:
+            target = Path(path) if path is not None else default_session_path(sid)
+            store = Store.create(target, durability=durability)
+        session = cls(store=store, clock=clock)
+        try:
+            session.append([header])
+        except BaseException:
+            if store is not None:
+                store.close()
+                store.path.unlink(missing_ok=True)
+            raise
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        durability: Durability = "fsync",
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """Replay a session file to exactly its live state.
+
+        ``read_only=True`` takes no writer lock, so a file another process is writing can be
+        inspected; appends then raise :class:`~dashr_ext.errors.ReadOnlyError`.
+        """
+        store = Store.open(Path(path), read_only=read_only, durability=durability)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # replay allocates many long-lived objects; collection only costs time
+        try:
+            lines, _torn = store.load()
+            session = cls(store=None, read_only=read_only, clock=clock)
+            for line in lines:
+                try:
+                    event = Event.from_json(line.obj)
+                    session._check(event)
+                except (EventError, SurfaceError) as exc:
+                    raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
+                session._apply(event)
+            if not session._events:
+                raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
+        except BaseException:
+            store.close()
+            raise
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        session._store = store
+        return session
+
+    def close(self) -> None:
+        """Release the writer lock (idempotent)."""
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ state
+
+    def _reset(self) -> None:
+        self._events: list[Event] = []
+        self._surface: list[int] = []
+        self._current: set[int] = set()
+        self._call_seq: dict[str, int] = {}
+        self._call_name: dict[str, str] = {}
+        self._result_seq: dict[str, int] = {}
+        self._pending: dict[str, None] = {}
+        self._turns = TurnFold()
+        self._system_prompt: str | None = None
+        self._system_seq: int | None = None
+        self._tools: list[dict[str, Any]] | None = None
+        self._session_id = ""
+        self._surface_version = 0
+        self._balance_cache: tuple[int, list[bool]] | None = None
+        self._pos_cache: tuple[int, dict[int, int]] | None = None
+
+    @property
+    def path(self) -> Path | None:
+        return self._store.path if self._store is not None else None
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def id(self) -> str:
+        return self._session_id
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Every event ever appended; ``events[seq].seq == seq``."""
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def event(self, seq: int) -> Event:
+        """The event at ``seq`` (shadowed events included), in O(1)."""
+        if not 0 <= seq < len(self._events):
+            last = len(self._events) - 1
+            raise IndexError(f"seq {seq} is outside this session's log (seqs 0-{last})")
+        return self._events[seq]
+
+    @property
+    def surface(self) -> Sequence[int]:
+        """The current surface: ordered seqs of the nodes the next request is built from."""
+        return tuple(self._surface)
+
+    @property
+    def surface_version(self) -> int:
+        """Increments on every surface change (append or replace)."""
+        return self._surface_version
+
+    def is_current(self, seq: int) -> bool:
+        return seq in self._current
+
+    def position(self, seq: int) -> int:
+        """Surface position of a current node."""
+        if self._pos_cache is None or self._pos_cache[0] != self._surface_version:
+            self._pos_cache = (self._surface_version, {s: i for i, s in enumerate(self._surface)})
+        try:
+            return self._pos_cache[1][seq]
+        except KeyError:
+            raise SurfaceError(f"seq {seq} is not on the current surface") from None
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self._system_prompt
+
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        return self._tools
+
+    @property
+    def system_message(self) -> Event | None:
+        """The latest ``system/message`` event (the envelope's system prompt), if any."""
+        return self._events[self._system_seq] if self._system_seq is not None else None
+
+    # ------------------------------------------------------------------ tool pairing
+
+    def tool_call_seq(self, tool_call_id: str) -> int | None:
+        """Seq of the assistant event that issued ``tool_call_id``."""
+        return self._call_seq.get(tool_call_id)
+
+    def tool_call_name(self, tool_call_id: str) -> str | None:
+        return self._call_name.get(tool_call_id)
+
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of current tool calls that have no result yet, in call order."""
+        return [cid for cid in self._pending if self._call_seq[cid] in self._current]
+
+    def balanced_cuts(self) -> list[bool]:
+        """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
+
+        Length is ``len(surface) + 1``; ``cuts[0]`` and ``cuts[-1]``... the ends are balanced
+        unless a tool call still waits for its result (then every cut after it is not).
+        """
+        if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
+            return self._balance_cache[1]
+        n = len(self._surface)
+        diff = [0] * (n + 2)
+        for cid, call_seq in self._call_seq.items():
+            if call_seq not in self._current:
+                continue
+            a = self.position(call_seq)
+            result_seq = self._result_seq.get(cid)
+            if result_seq is None:
+                b = n  # pending: no cut after the call is balanced
+            elif result_seq in self._current:
+                b = self.position(result_seq)
+            else:
+                continue
+            if b > a:
+                diff[a + 1] += 1
+                diff[b + 1] -= 1
+        cuts: list[bool] = []
+        running = 0
+        for k in range(n + 1):
+            running += diff[k]
+            cuts.append(running == 0)
+        self._balance_cache = (self._surface_version, cuts)
+        return cuts
+
+    # ------------------------------------------------------------------ turns and steps
+
+    @property
+    def turns(self) -> list[Turn]:
+        """Every turn, oldest first (closed turns are built once and reused)."""
+        return self._turns.turns()
+
+    @property
+    def open_turn(self) -> int | None:
+        return self._turns.open_turn
+
+    @property
+    def open_step(self) -> tuple[int, int] | None:
+        """``(turn, step)`` of the step executing right now, if any."""
+        return self._turns.open_step
+
+    def executing_seqs(self) -> set[int]:
+        """Seqs of the surface events belonging to the step executing right now."""
+        return self._turns.executing_seqs()
+
+    def units(self) -> list[Unit]:
+        """The surface split into indivisible units (whole steps, standalone messages)."""
+        return self._turns.units(self._surface)
+
+    def begin_turn(self) -> Event:
+        """Mark the start of a turn explicitly (recorded messages then get no inferred markers)."""
+        if self.open_turn is not None:
+            raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
+        return self.append([EventSpec("turn/start", {"turn": self._turns.next_turn()})])[0]
+
+    def end_turn(self, reason: str = "completed") -> Event:
+        turn = self.open_turn
+        if turn is None:
+            raise SurfaceError("no turn is open")
+        specs = []
+        if self.open_step is not None:
+            specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
+        specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
+        return self.append(specs)[-1]
+
+    def begin_step(self) -> Event:
+        if self.open_turn is None:
+            raise SurfaceError("no turn is open; call begin_turn() first")
+        if self.open_step is not None:
+            raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
+        spec = EventSpec("step/start", {"turn": self.open_turn, "step": self._turns.next_step()})
+        return self.append([spec])[0]
+
+    def end_step(self) -> Event:
+        step = self.open_step
+        if step is None:
+            raise SurfaceError("no step is open")
+        return self.append([EventSpec("step/end", {"turn": step[0], "step": step[1]})])[0]
+
+    @property
+    def infers_markers(self) -> bool:
+        """Whether ``append(..., infer_markers=True)`` writes turn/step markers.
+
+        False once the log holds a marker the harness wrote itself (one without
+        ``"inferred": true``), so live and replayed sessions agree.
+        """
+        return not self._turns.has_explicit_markers
+
+    # ------------------------------------------------------------------ appends
+
+    def append_tool_result(
+        self,
+        tool_call_id: str,
+        content: str | Sequence[ContentBlock],
+        *,
+        tool_name: str | None = None,
+        is_error: bool = False,
+    ) -> Event:
+        """Append the result of a waiting tool call (``tool_name`` defaults to the call's)."""
+        msg = {
+            "role": "tool",
+            "source": {"kind": "tool"},
+            "content": [block_to_json(b) for b in text_blocks(content)],
+            "toolCallId": tool_call_id,
+            "toolName": tool_name or self._call_name.get(tool_call_id, ""),
+            "isError": is_error,
+        }
+        return self.append([EventSpec("tool/result", {"message": msg}, "append")])[0]
+
+    def append_log(self, type: str, data: Mapping[str, Any]) -> Event:
+        """Append one log-only event (``compaction/*``, ``usage/report``, ``x-*/…``)."""
+        if type in SURFACE_TYPES:
+            raise EventError(f"{type} is a surface type; append it with a surfaceOp instead")
+        return self.append([EventSpec(type, dict(data))])[0]
+
+    def replace(
+        self,
+        start_seq: int,
+        end_seq: int,
+        message: Mapping[str, Any],
+        *,
+        source_event_seqs: Sequence[int],
+        type: str = "user/message",
+        extra_log: Sequence[EventSpec] = (),
+    ) -> Event:
+        """Shadow the surface run ``start_seq..end_seq`` (inclusive) with one new node.
+
+        ``extra_log`` events (log-only) are appended after it in the same durable batch.
+        """
+        spec = EventSpec(
+            type, {"message": dict(message)}, Replace(start_seq, end_seq), tuple(source_event_seqs)
+        )
+        return self.append([spec, *extra_log])[0]
+
+    def append(self, specs: Sequence[EventSpec], *, infer_markers: bool = False) -> list[Event]:
+        """Validate and append a batch atomically: all events become durable, or none do.
+
+        ``infer_markers=True`` is for messages recorded from a harness (SPEC §3.3): each
+        appended message is surrounded by the turn/step markers its arrival implies, written
+        with ``"inferred": true``, unless the harness marks turns itself
+        (:attr:`infers_markers`). The returned events include those markers.
+        """
+        if self._read_only:
+            raise ReadOnlyError(
+                f"session {self._session_id or '(unknown)'} was opened read-only; "
+                "open it without read_only=True to write"
+            )
+        if not specs:
+            return []
+        base = len(self._events)
+        durable = False
+        try:
+            for spec in specs:
+                if infer_markers and spec.surface_op == "append" and self.infers_markers:
+                    before, after = self._turns.implied_markers(*_message_shape(spec))
+                    for kind, data in before:
+                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                    self._append_one(spec)
+                    for kind, data in after:
+                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                else:
+                    self._append_one(spec)
+            new = self._events[base:]
+            if self._store is not None:
+                self._store.append([e.to_json() for e in new])
+            durable = True
+        except BaseException:
+            # Once the batch is on disk, memory must keep it too (an interrupt arriving right
+            # after the write must not let the next append reuse its seqs).
+            if not durable and len(self._events) > base:
+                self._rollback(base)
+            raise
+        return new
+
+    def _append_one(self, spec: EventSpec) -> None:
+        event = self._build(len(self._events), spec)
+        self._check(event)
+        self._apply(event)
+
+    def _build(self, seq: int, spec: EventSpec) -> Event:
+        data = spec.data
+        if spec.type in SURFACE_TYPES or spec.type == "system/message":
+            message = dict(data.get("message") or {})
+            message.setdefault("id", f"m{seq}")
+            data = {**data, "message": message}
+        return Event.from_json(
+            Event(
+                seq=seq,
+                type=spec.type,
+                time=spec.time if spec.time is not None else self._clock(),
+                data=data,
+                surface_op=spec.surface_op,
+                source_event_seqs=spec.source_event_seqs,
+            ).to_json()
+        )
+
+    def _rollback(self, length: int) -> None:
+        events = self._events[:length]
+        self._reset()
+        for event in events:
+            self._apply(event)
+
+    # ------------------------------------------------------------------ the fold
+
+    def _check(self, event: Event) -> None:
+        """Raise if ``event`` cannot follow the current state; never mutates."""
+        if event.seq != len(self._events):
+            raise EventError(
+                f"event.seq: expected {len(self._events)} (seqs are dense), got {event.seq}"
+            )
+        if not self._events and event.type != "session/header":
+            raise EventError("the first event of a session must be a session/header")
+        if self._events and event.type == "session/header":
+            raise EventError("a session has exactly one session/header, at seq 0")
+        op = event.surface_op
+        if op is None:
+            return
+        message = event.message
+        if event.type == "tool/result":
+            self._check_tool_result(message)
+        if isinstance(op, Replace):
+            self._check_replace(event, op, message)
+        else:
+            self._check_new_calls(message)
+
+    def _check_new_calls(self, message: Message) -> None:
+        seen: set[str] = set()
+        for call in message.tool_calls:
+            if call.id in self._call_seq or call.id in seen:
+                raise SurfaceError(f"tool call id {call.id!r} is already used in this session")
+            seen.add(call.id)
+
+    def _check_tool_result(self, message: Message) -> None:
+        cid = message.tool_call_id or ""
+        call_seq = self._call_seq.get(cid)
+        if call_seq is None:
+            known = ", ".join(self.pending_tool_calls()) or "none"
+            raise SurfaceError(
+                f"tool result for unknown tool call id {cid!r}; calls awaiting a result: {known}"
+            )
+        if cid in self._result_seq:
+            raise SurfaceError(
+                f"tool call {cid!r} already has a result (seq {self._result_seq[cid]})"
+            )
+        if call_seq not in self._current:
+            raise SurfaceError(f"tool call {cid!r} (seq {call_seq}) is no longer on the surface")
+
+    def _check_replace(self, event: Event, op: Replace, message: Message) -> None:
+        for end in (op.start_seq, op.end_seq):
+            if end not in self._current:
+                raise SurfaceError(
+                    f"replace: seq {end} is not a current surface node "
+                    "(both ends of a replace must be on the surface)"
+                )
+        a, b = self.position(op.start_seq), self.position(op.end_seq)
+        if a > b:
+            raise SurfaceError(
+                f"replace: startSeq {op.start_seq} comes after endSeq {op.end_seq} on the surface"
+            )
+        shadowed = self._surface[a : b + 1]
+        missing = set(shadowed) - set(event.source_event_seqs or ())
+        if missing:
+            raise SurfaceError(
+                "replace: sourceEventSeqs must cover every shadowed node; "
+                f"missing {sorted(missing)}"
+            )
+        cuts = self.balanced_cuts()
+        if not (cuts[a] and cuts[b + 1]):
+            raise SurfaceError(
+                f"replace of seqs {op.start_seq}..{op.end_seq} would split a tool call "
+                "from its result; choose tool-pairing balanced ends"
+            )
+        if event.type == "tool/result" or message.tool_calls:
+            raise SurfaceError("a replacement node must not be a tool result or carry tool calls")
+
+    def _apply(self, event: Event) -> None:
+        """Fold one checked event into the state."""
+        self._events.append(event)
+        kind = event.type
+        data = event.data
+        op = event.surface_op
+        if op is not None:
+            self._apply_surface(event, op)
+        elif kind in MARKER_TYPES:
+            self._turns.apply_marker(event.seq, kind, data)
+        elif kind == "session/header":
+            self._session_id = str(data["sessionId"])
+            self._system_prompt = data["systemPrompt"]
+            self._tools = data["tools"]
+        elif kind == "system/message":
+            self._system_prompt = event.message.text
+            self._system_seq = event.seq
+
+    def _apply_surface(self, event: Event, op: SurfaceOp) -> None:
+        seq = event.seq
+        message = event.message
+        if isinstance(op, Replace):
+            a, b = self.position(op.start_seq), self.position(op.end_seq)
+            for s in self._surface[a : b + 1]:
+                self._current.discard(s)
+            self._surface[a : b + 1] = [seq]
+        else:
+            self._surface.append(seq)
+            self._turns.apply_message(seq, message)
+        self._current.add(seq)
+        for call in message.tool_calls:
+            self._call_seq[call.id] = seq
+            self._call_name[call.id] = call.name
+            self._pending[call.id] = None
+        if event.type == "tool/result" and message.tool_call_id is not None:
+            self._result_seq[message.tool_call_id] = seq
+            self._pending.pop(message.tool_call_id, None)
+        self._surface_version += 1
+
+    # ------------------------------------------------------------------ the surface in order
+
+    def surface_events(self) -> Iterator[Event]:
+        for seq in self._surface:
+            yield self._events[seq]
+
+
+def _message_shape(spec: EventSpec) -> tuple[str, str, bool]:
+    """(role, source kind, has tool calls) of a message spec, before it is validated."""
+    msg = spec.data.get("message")
+    if not isinstance(msg, Mapping):
+        return "", "", False
+    source = msg.get("source")
+    content = msg.get("content")
+    has_calls = isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool-call" for b in content
+    )
+    return (
+        str(msg.get("role")),
+        str(source.get("kind") if isinstance(source, Mapping) else ""),
+        has_calls,
+    )

@@ -1,0 +1,557 @@
+"""Durable append-only JSONL store: one JSON object per line, one writer per file.
+
+The durable end of the session log (SPEC §3.4); :class:`Store` says what it guarantees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar, overload
+
+from ._events import now_ms
+from ._filelock import lock_exclusive, release_in_forked_child
+from ._paths import utc_stamp
+from .errors import (
+    ConfigError,
+    CorruptLogError,
+    EventError,
+    ReadOnlyError,
+    StoreError,
+    TornTailWarning,
+)
+
+__all__ = [
+    "Durability",
+    "LoadedLine",
+    "Store",
+    "TornTail",
+]
+
+Durability = Literal["fsync", "flush"]
+T = TypeVar("T")
+
+_DURABILITIES = ("fsync", "flush")
+# Session files hold whole conversations (code, file contents, tool output): owner-only.
+_FILE_MODE = 0o600
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLine:
+    """One complete line of the file: its 1-based line number and its JSON object."""
+
+    lineno: int
+    obj: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """The partial last line found by :meth:`Store.load`."""
+
+    path: Path
+    """The session file."""
+    side_file: Path | None
+    """Where the torn bytes were moved; ``None`` when read-only (the bytes were left in place)."""
+    nbytes: int
+
+
+# --------------------------------------------------------------------------- store
+
+
+class Store:
+    """An append-only JSONL file: one writer holding its lock, or any number of readers.
+
+    Use :meth:`create` for a new file and :meth:`open` for an existing one. A writer
+    must :meth:`load` before its first :meth:`append` when the file ends with a torn
+    line. Calls on one store are serialised by an internal lock.
+
+    The store is a thin shell around a file; it knows nothing about what the objects
+    mean. :class:`Store` appends batches of objects durably, loads them back with
+    precise errors, and recovers a line torn by a crash::
+
+        with Store.create(default_session_path(new_session_id())) as store:
+            store.append([{"seq": 0, "type": "session/header", ...}])
+            lines, torn = store.load()
+
+    Guarantees (SPEC 3.4):
+
+    * **Lines.** Each object is one line, ``json.dumps(obj, ensure_ascii=False,
+      separators=(",", ":"))`` in UTF-8 plus ``"\n"``; NaN and the infinities are
+      refused (:class:`EventError`) because they are not JSON.
+    * **Durability.** ``append`` writes a whole batch with one ``write`` call to a
+      descriptor opened ``O_APPEND`` (so it always lands at the end), then
+      ``os.fsync`` once (``durability="fsync"``, the default) or nothing more
+      (``"flush"``: the bytes are handed to the OS, so they survive the process but
+      not a power cut). If the write or fsync fails, or is interrupted, the file is
+      truncated back to its previous length before the error propagates: a batch is
+      either entirely in the file or not at all.
+    * **One writer.** A writer holds an exclusive lock on the session file itself
+      (:mod:`dashr_ext._filelock`): a second :class:`Store`, in this process or another,
+      is refused with :class:`SessionLockedError`, and the lock dies with its holder.
+      Readers (``read_only=True``) never take or wait for it.
+    * **Precise corruption errors.** Every complete (newline-terminated) line must be
+      a JSON object; anything else, including a blank line (nothing this store
+      writes produces one), raises :class:`CorruptLogError` with the file, the
+      1-based line number and the reason, and the file is left byte-for-byte as it was.
+    * **Torn tail recovery.** Bytes after the last newline come from a write cut
+      short by a crash (or, seen by a reader, from a writer in mid-append). A writer's
+      :meth:`Store.load` moves them to ``<file>.torn-<UTC time>`` (the side file is
+      written and fsynced before the main file is truncated, so the bytes are on disk
+      at every instant) and warns with :class:`TornTailWarning`; a reader ignores
+      them, leaves the file untouched and warns. A writer must ``load()`` before its
+      first ``append()`` when the file ends torn. A tail that happens to parse as a
+      complete JSON object is still treated as torn: every line is written together
+      with its newline, so a missing newline means the write did not finish, and
+      setting the bytes aside never guesses.
+
+    Writer-mode locking needs a POSIX system; read-only stores work everywhere. Where
+    session files live and what they are called is :mod:`dashr_ext._paths`.
+    """
+
+    path: Path
+    read_only: bool
+    durability: Durability
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool,
+        durability: Durability,
+        file: io.FileIO | None,
+    ) -> None:
+        """Internal: use :meth:`create` or :meth:`open`."""
+        self.path = path
+        self.read_only = read_only
+        self.durability = durability
+        self._file = file
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._size = 0
+        self._torn = False  # the file ends with a partial line that load() has not recovered
+        self._broken: str | None = None  # why appends are refused after a failed rollback
+        if file is not None:
+            self._size = os.fstat(file.fileno()).st_size
+            self._torn = self._size > 0 and os.pread(file.fileno(), 1, self._size - 1) != b"\n"
+            release_in_forked_child(self)
+
+    def _drop_inherited(self) -> None:
+        """In a forked child: let go of the parent's descriptor without touching its lock.
+
+        Closing the child's copy (never ``LOCK_UN``) lets the parent's ``close()`` release
+        the lock again. The child's store refuses appends from then on.
+        """
+        file, self._file = self._file, None
+        self._mutex = threading.Lock()
+        if file is not None:
+            self._broken = "this store belongs to the parent process (the process forked)"
+            with contextlib.suppress(OSError):
+                file.close()
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def create(cls, path: Path, *, durability: Durability = "fsync") -> Store:
+        """Create a new empty session file (and its parent directories) and take its writer lock.
+
+        Raises :class:`StoreError` if the file already exists.
+        """
+        path = Path(path)
+        _check_durability(durability)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"{path}: cannot create its directory: {err}") from err
+        try:
+            fd = os.open(
+                path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
+            )
+        except FileExistsError:
+            raise StoreError(
+                f"{path}: already exists; use Store.open() to continue it, "
+                "or choose a new path (e.g. from new_session_id())"
+            ) from None
+        except OSError as err:
+            raise StoreError(f"{path}: cannot create the session file: {err}") from err
+        file = io.FileIO(fd, "r+", closefd=True)
+        try:
+            lock_exclusive(file, path)
+            if durability == "fsync":
+                _fsync_dir(path.parent)
+        except BaseException:
+            file.close()
+            raise
+        return cls(path, read_only=False, durability=durability, file=file)
+
+    @classmethod
+    def open(
+        cls, path: Path, *, read_only: bool = False, durability: Durability = "fsync"
+    ) -> Store:
+        """Open an existing session file; a writer (``read_only=False``) takes its lock.
+
+        Raises :class:`StoreError` if the file is missing and :class:`SessionLockedError`
+        if another writer holds it.
+        """
+        path = Path(path)
+        _check_durability(durability)
+        if read_only:
+            if not path.is_file():
+                raise StoreError(_missing_message(path))
+            return cls(path, read_only=True, durability=durability, file=None)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise StoreError(_missing_message(path)) from None
+        except OSError as err:
+            raise StoreError(f"{path}: cannot open the session file for writing: {err}") from err
+        file = io.FileIO(fd, "r+", closefd=True)
+        try:
+            lock_exclusive(file, path)
+            return cls(path, read_only=False, durability=durability, file=file)
+        except BaseException:
+            file.close()
+            raise
+
+    def close(self) -> None:
+        """Release the writer lock and the file. Idempotent."""
+        with self._mutex:
+            self._closed = True
+            if self._file is not None:
+                self._file.close()  # closing the descriptor releases the flock
+                self._file = None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called; a closed store neither loads nor appends."""
+        return self._closed
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else ("closed" if self.closed else "writer")
+        return f"<Store {str(self.path)!r} {mode} durability={self.durability!r}>"
+
+    # ----------------------------------------------------------------- reading
+
+    @overload
+    def load(self, parse: None = None) -> tuple[list[LoadedLine], TornTail | None]: ...
+
+    @overload
+    def load(self, parse: Callable[[dict[str, Any]], T]) -> tuple[list[T], TornTail | None]: ...
+
+    def load(
+        self, parse: Callable[[dict[str, Any]], T] | None = None
+    ) -> tuple[list[LoadedLine], TornTail | None] | tuple[list[T], TornTail | None]:
+        """Read every complete line; recover (writer) or ignore (reader) a torn last line.
+
+        Returns the lines as :class:`LoadedLine` objects, or as ``parse(obj)`` for each
+        object when ``parse`` is given, plus a :class:`TornTail` when the file ended with
+        a partial line (also reported with :class:`TornTailWarning`).
+
+        Raises :class:`CorruptLogError` (file untouched) when a complete line is not a
+        JSON object or ``parse`` raises :class:`EventError` for it.
+        """
+        with self._mutex, _gc_paused():
+            data = self._read_all()
+            cut = data.rfind(b"\n") + 1  # length of the complete lines; 0 when there are none
+            try:
+                text = str(memoryview(data)[:cut], "utf-8")
+            except UnicodeDecodeError as err:
+                lineno = data.count(b"\n", 0, err.start) + 1
+                column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+                raise CorruptLogError(
+                    str(self.path), lineno, f"not valid UTF-8: {err.reason} at column {column}"
+                ) from None
+            raw_lines = text.split("\n")
+            raw_lines.pop()  # the empty string after the last newline
+            objs = self._parse_lines(raw_lines)
+            out: list[Any]
+            if parse is None:
+                out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
+            else:
+                out = self._apply(parse, objs)
+            if cut == len(data):
+                self._size = cut
+                return out, None
+            return out, self._handle_torn_tail(data, cut)
+
+    def _read_all(self) -> bytes:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed; open it again to load")
+        if self._file is None:
+            try:
+                return self.path.read_bytes()
+            except OSError as err:
+                raise StoreError(f"{self.path}: cannot read the session file: {err}") from err
+        # Read through the locked descriptor: it is the file this writer appends to,
+        # even if the path was renamed meanwhile.
+        try:
+            self._file.seek(0)
+            return self._file.readall()
+        except OSError as err:
+            raise StoreError(f"{self.path}: cannot read the session file: {err}") from err
+
+    def _parse_lines(self, raw_lines: list[str]) -> list[dict[str, Any]]:
+        decode = _DECODER.decode
+        try:
+            objs = [decode(line) for line in raw_lines]
+        except (ValueError, RecursionError):
+            objs = []  # fall through to the line-by-line pass to say where and why
+        if len(objs) == len(raw_lines) and all(type(obj) is dict for obj in objs):
+            return objs
+        for lineno, line in enumerate(raw_lines, 1):
+            reason = _line_problem(line)
+            if reason is not None:
+                raise CorruptLogError(str(self.path), lineno, reason)
+        raise AssertionError("unreachable: some line failed to parse as an object")
+
+    def _apply(self, parse: Callable[[dict[str, Any]], T], objs: list[dict[str, Any]]) -> list[T]:
+        out: list[T] = []
+        append = out.append
+        for lineno, obj in enumerate(objs, 1):
+            try:
+                append(parse(obj))
+            except EventError as err:
+                raise CorruptLogError(str(self.path), lineno, str(err)) from err
+        return out
+
+    def _handle_torn_tail(self, data: bytes, cut: int) -> TornTail:
+        tail = data[cut:]
+        lineno = data.count(b"\n", 0, cut) + 1
+        if self._file is None:
+            warnings.warn(
+                f"{self.path}: line {lineno} is incomplete ({len(tail)} bytes without a final "
+                "newline: a crash mid-write, or a writer is appending right now); ignored it "
+                "and left the file unchanged (read-only). Opening the session as a writer "
+                "moves those bytes to a side file.",
+                TornTailWarning,
+                stacklevel=3,
+            )
+            return TornTail(self.path, None, len(tail))
+        side = self._write_side_file(tail)
+        try:
+            os.ftruncate(self._file.fileno(), cut)
+            os.fsync(self._file.fileno())
+        except OSError as err:
+            raise StoreError(
+                f"{self.path}: cannot truncate the torn last line (its {len(tail)} bytes are "
+                f"saved in {side}): {err}"
+            ) from err
+        self._size = cut
+        self._torn = False
+        warnings.warn(
+            f"{self.path}: line {lineno} was incomplete ({len(tail)} bytes without a final "
+            f"newline, from a crash mid-write); moved those bytes to {side} and truncated "
+            f"the session to its {lineno - 1} complete lines.",
+            TornTailWarning,
+            stacklevel=3,
+        )
+        return TornTail(self.path, side, len(tail))
+
+    def _write_side_file(self, tail: bytes) -> Path:
+        base = f"{self.path.name}.torn-{utc_stamp(now_ms())}"
+        for attempt in range(1000):
+            side = self.path.with_name(base if attempt == 0 else f"{base}-{attempt}")
+            try:
+                fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise StoreError(
+                    f"{self.path}: cannot save the torn last line to {side}: {err}; "
+                    "the session file was not modified"
+                ) from err
+            try:
+                with io.FileIO(fd, "w", closefd=True) as f:
+                    _write_fully(f.fileno(), tail)
+                    os.fsync(f.fileno())
+                _fsync_dir(side.parent)
+            except OSError as err:
+                raise StoreError(
+                    f"{self.path}: cannot save the torn last line to {side}: {err}; "
+                    "the session file was not modified"
+                ) from err
+            return side
+        raise StoreError(f"{self.path}: too many side files named {base}-*; remove old ones")
+
+    # ----------------------------------------------------------------- writing
+
+    def append(self, objs: Sequence[dict[str, Any]]) -> None:
+        """Append one batch of objects, one line each, durably (see ``durability``).
+
+        Either the whole batch is in the file when this returns, or :class:`StoreError`
+        is raised and the file is back at its previous length. Raises
+        :class:`ReadOnlyError` on a read-only store and :class:`EventError` (nothing
+        written) for an object that is not a JSON-serialisable dict.
+        """
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{self.path}: opened read-only; open it with read_only=False to append "
+                "(only one writer at a time)"
+            )
+        payload = _encode_batch(objs)
+        with self._mutex:
+            file = self._file
+            if file is None:
+                raise StoreError(f"{self.path}: the store is closed; open it again to append")
+            if self._broken is not None:
+                raise StoreError(self._broken)
+            if self._torn:
+                raise StoreError(
+                    f"{self.path}: the file ends with an incomplete line; call load() first "
+                    "so it is moved to a side file before new lines are appended"
+                )
+            if not payload:
+                return
+            start = self._size
+            fd = file.fileno()
+            try:
+                _write_fully(fd, payload)
+                if self.durability == "fsync":
+                    os.fsync(fd)
+            except BaseException as err:
+                rolled_back = self._roll_back(fd, start)
+                if not isinstance(err, OSError):
+                    raise  # KeyboardInterrupt and the like: the batch is gone, say nothing more
+                if rolled_back:
+                    raise StoreError(
+                        f"{self.path}: append failed ({err}); the file was truncated back to "
+                        "its previous length, nothing from this batch was kept"
+                    ) from err
+                raise StoreError(self._broken or str(err)) from err
+            self._size = start + len(payload)
+
+    def _roll_back(self, fd: int, size: int) -> bool:
+        try:
+            os.ftruncate(fd, size)
+            if self.durability == "fsync":
+                os.fsync(fd)
+        except OSError as err:
+            self._broken = (
+                f"{self.path}: an append failed and truncating the file back to {size} bytes "
+                f"also failed ({err}); the file may end with part of that batch. Close this "
+                "store and open the session again to recover it."
+            )
+            return False
+        return True
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many containers that are all kept.
+
+    Parsing a large log allocates hundreds of thousands of dicts and lists; the
+    collections this triggers find nothing to free yet cost about as much as the
+    parsing itself.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _check_durability(durability: str) -> None:
+    if durability not in _DURABILITIES:
+        raise ConfigError("durability", "'fsync' or 'flush'", durability)
+
+
+def _missing_message(path: Path) -> str:
+    return f"{path}: no such session file; use Store.create() to start a new session"
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a new directory entry durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the data itself is synced
+    finally:
+        os.close(fd)
+
+
+def _write_fully(fd: int, payload: bytes) -> None:
+    """One ``write`` call for the whole payload; more only if the OS accepts part of it."""
+    view = memoryview(payload)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
+    encode = _ENCODER.encode
+    parts: list[bytes] = []
+    for index, obj in enumerate(objs):
+        if type(obj) is not dict:
+            raise EventError(
+                f"batch[{index}]: expected a dict (one JSON object per line), "
+                f"got {type(obj).__name__}"
+            )
+        try:
+            line = encode(obj)
+            parts.append(line.encode("utf-8"))
+        except (TypeError, ValueError) as err:  # UnicodeEncodeError is a ValueError
+            raise EventError(f"batch[{index}]: not storable as JSON: {err}") from err
+    if not parts:
+        return b""
+    parts.append(b"")
+    return b"\n".join(parts)
+
+
+# json.dumps(obj, ensure_ascii=False, separators=(",", ":")), built once; NaN and the
+# infinities are refused because they are not JSON and other readers reject them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_DECODER = json.JSONDecoder()
+
+_JSON_TYPE_NAMES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _line_problem(line: str) -> str | None:
+    """Why one complete line is not a JSON object, or None when it is."""
+    if not line.strip():
+        return "blank line (every line must be one JSON object)"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        where = "column" if err.msg.endswith(" at") else "at column"  # "...starting at"
+        return f"not valid JSON: {err.msg} {where} {err.colno}"
+    except RecursionError:
+        return "not parseable: JSON nested too deeply"
+    if type(obj) is not dict:
+        return f"expected a JSON object, got {_JSON_TYPE_NAMES.get(type(obj), type(obj).__name__)}"
+    return None

@@ -1,0 +1,100 @@
+"""The summarizer protocol shared by every compaction engine.
+
+A summarizer turns the span of surface events a compaction pass shadows into
+the raw summary text of the new checkpoint (the engine adds the framing, the
+footer and the archive marker). Two implementations ship:
+
+``"extractive"`` (:class:`~dashr_ext._summarizers.extractive.ExtractiveSummarizer`)
+    the embedded default: offline, deterministic, rule-based, no key.
+``"llm"`` (:class:`~dashr_ext._summarizers.llm.LLMSummarizer`)
+    any OpenAI-compatible ``/chat/completions`` endpoint.
+
+Both fill the eight sections of ``prompts/summarize.md`` and fail with
+:class:`~dashr_ext.errors.SummarizerError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
+
+__all__ = [
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "span_text",
+]
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """Everything a summarizer may use for one summary."""
+
+    span: Sequence[Event]
+    """The shadowed surface events, in surface order. May contain a prior checkpoint
+    node (a ``user/message`` whose ``message.source["kind"] == "compact-checkpoint"``)."""
+    previous_summary: str | None
+    """The raw summary of the prior checkpoint being merged (from its
+    ``compaction/summary`` event), if any."""
+    max_summary_tokens: int
+    """Upper bound on the summary's size, in ``count_tokens`` tokens."""
+    prefix_messages: Sequence[Mapping[str, Any]]
+    """OpenAI chat messages as the model last saw the conversation (system first).
+    Pass the request prefix up to and including the span: a prefix of the last
+    request keeps the provider's prompt cache warm, and the model summarizes just
+    what it sees. The ``llm`` summarizer replays these and appends the
+    instruction as the final user message."""
+    count_tokens: Callable[[str], int]
+    """The token metric of the session (usually ``TokenMeter.count_text``)."""
+    tools: Sequence[Mapping[str, Any]] | None = None
+    """The tool schemas of the replayed request, when it had any. Sending them keeps
+    the cached prefix identical (tool definitions precede the messages)."""
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A summary and where it came from."""
+
+    text: str
+    """The raw summary: the eight sections, without framing or footer."""
+    kind: str
+    """The summarizer kind, e.g. ``"extractive"`` or ``"llm"``."""
+    model: str | None
+    """The model that wrote it (``None`` for the extractive summarizer)."""
+    usage: Mapping[str, Any] | None = field(default=None, compare=False)
+    """Provider usage of the summarize call (``llm`` only), e.g. ``prompt_tokens``."""
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """What a compaction engine calls. Failures raise ``SummarizerError``."""
+
+    kind: str
+    model: str | None
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+
+def _event_parts(event: Event) -> list[str]:
+    parts: list[str] = []
+    for block in event.message.content:
+        if isinstance(block, TextBlock | ReasoningBlock):
+            parts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            parts.append(f"{block.name} {block.arguments}")
+        elif isinstance(block, ImageBlock):
+            parts.append(f"[image {block.attachment_id}]")
+    return parts
+
+
+def span_text(span: Sequence[Event]) -> str:
+    """Every text the model sees in ``span`` (text, reasoning, tool calls, results), joined.
+
+    Used as the "input size" a summary must undercut.
+    """
+    return "\n".join(part for event in span if event.is_surface for part in _event_parts(event))
