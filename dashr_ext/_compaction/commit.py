@@ -18,11 +18,13 @@ from .._payloads import POINTER_SOURCE, summary_payload
 from .._pointer import pointer_text
 from .._session import EventSpec, Session
 from ..errors import CompactionWarning, DashrError
+from .compose import Composition, checkpoint_specs
 
 __all__ = [
     "ArchiveUndo",
     "Pointers",
     "close_orphan_passes",
+    "commit_pass",
     "rebuild_archive",
     "restore_archive",
     "write_archive",
@@ -47,6 +49,31 @@ def write_archive(
     for cid in archive_mod.apply_cap(archive, max_bytes):
         undo.setdefault(cid, archive[cid])
         archive[cid] = archive_mod.evicted_stub(archive[cid])
+
+
+def commit_pass(
+    session: Session,
+    archive: MutableMapping[str, Any],
+    composition: Composition,
+    *,
+    start_seq: int,
+    archive_max_bytes: int | None,
+    undo: ArchiveUndo,
+) -> str | None:
+    """Write the archive entry, then append the pass's closing batch.
+
+    Returns the archive error when the archive write failed: the pass still commits (the
+    log keeps every original), its footer just leaves the archive marker out. If the append
+    fails, ``undo`` lets the caller put the archive back as the log has it.
+    """
+    archive_error: str | None = None
+    try:
+        write_archive(archive, composition.checkpoint, composition.entry, archive_max_bytes, undo)
+    except Exception as exc:  # any archive failure degrades, never blocks the pass
+        restore_archive(archive, undo)
+        archive_error = f"{type(exc).__name__}: {exc}"
+    session.append(checkpoint_specs(composition, start_seq=start_seq, archive_error=archive_error))
+    return archive_error
 
 
 def restore_archive(archive: MutableMapping[str, Any], undo: ArchiveUndo) -> None:

@@ -32,8 +32,8 @@ from ..errors import (
     CompactionWarning,
     SurfaceError,
 )
-from .commit import Pointers, restore_archive, write_archive
-from .compose import checkpoint_specs, compose_pass
+from .commit import Pointers, commit_pass, restore_archive
+from .compose import compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
 from .summarize import summarize
 
@@ -273,10 +273,11 @@ class CompactionEngine:
         version = s.surface_version
         undo: dict[str, Any] = {}
         try:
-            summaries = summarize(self.summarizer, plan.requests)
+            # step 1, plan, ran before the lock was taken: ``plan`` is its result.
+            summaries = summarize(self.summarizer, plan.requests)  # step 2: the model
             if s.surface_version != version:
                 raise CompactionError("the surface changed while the pass was summarizing")
-            composition = compose_pass(
+            composition = compose_pass(  # step 3: pure
                 plan,
                 summaries,
                 plan.requests[0].span,
@@ -289,20 +290,13 @@ class CompactionEngine:
             )
             if not composition.fits:
                 raise CompactionError(composition.guard_message())
-            archive_error: str | None = None
-            try:
-                write_archive(
-                    self.archive,
-                    composition.checkpoint,
-                    composition.entry,
-                    self.config.archive_max_bytes,
-                    undo,
-                )
-            except Exception as exc:  # any archive failure degrades, never blocks the pass
-                restore_archive(self.archive, undo)
-                archive_error = f"{type(exc).__name__}: {exc}"
-            s.append(
-                checkpoint_specs(composition, start_seq=start.seq, archive_error=archive_error)
+            archive_error = commit_pass(  # step 4: archive and log
+                s,
+                self.archive,
+                composition,
+                start_seq=start.seq,
+                archive_max_bytes=self.config.archive_max_bytes,
+                undo=undo,
             )
         except BaseException as exc:
             self._active = None
