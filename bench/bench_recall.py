@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 from bench_common import RESULTS, join_notes, machine_note_list, record_section, table_lines  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr, RecallConfig  # noqa: E402
-from dashr_ext._events import Event, Replace  # noqa: E402
+from dashr_ext._events import Event, EventSpec, Replace  # noqa: E402
 from dashr_ext._recall import Recall  # noqa: E402
 from dashr_ext._recall.render import event_body  # noqa: E402
 from dashr_ext._recall.search import normalize  # noqa: E402
-from dashr_ext._session import EventSpec, Session  # noqa: E402
+from dashr_ext._session import Session  # noqa: E402
 
 CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
 SECTION = "## Recall (bench/bench_recall.py)"

@@ -38,7 +38,6 @@ from dashr_ext._events import Event  # noqa: E402
 from dashr_ext._store import Durability, Store  # noqa: E402
 
 try:
-    from dashr_ext._formats.openai import record_openai
     from dashr_ext._session import Session
 except ImportError:  # the session layer is optional for this benchmark
     Session = None  # type: ignore[assignment,misc]
@@ -265,7 +264,7 @@ def build_log(tmp: Path, target_events: int) -> tuple[Path, str]:
                 while len(session) < target_events:
                     # many turns per call: recording cost here is not what is measured
                     chunk = [m for _ in range(50) for m in next(turns)]
-                    record_openai(session, chunk)
+                    session.record_openai(chunk)
             return path, "built with record_openai"
         except Exception as err:  # a session layer still in progress: fall back
             print(f"  (Session build failed: {err!r}; falling back to raw events)")
@@ -330,7 +329,7 @@ def corpus_log(tmp: Path) -> tuple[Path, str] | None:
     if Session is not None:
         try:
             with Session.create(path, durability="flush") as session:
-                record_openai(session, messages)
+                session.record_openai(messages)
             return path, "recorded with record_openai"
         except Exception as err:
             print(f"  (corpus import through Session failed: {err!r}; storing raw messages)")

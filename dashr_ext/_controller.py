@@ -20,7 +20,6 @@ from ._compaction import CompactionEngine, CompactionResult, ExtraEnvelope, make
 from ._compaction.commit import close_orphan_passes, rebuild_archive
 from ._config import CompactionConfig, RecallConfig
 from ._events import Event, now_ms
-from ._formats.openai import record_openai, to_openai
 from ._meter import TokenMeter
 from ._recall import Recall, RecallResult
 from ._recall import tool_schemas as recall_tool_schemas
@@ -259,7 +258,7 @@ class Dashr:
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Event]:
         """Append OpenAI chat message(s); returns the new events (markers included)."""
-        return record_openai(self.session, message)
+        return self.session.record_openai(message)
 
     def report_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> Event:
         """Record the provider's usage of the last request; the meter anchors on it."""
@@ -294,7 +293,7 @@ class Dashr:
         self.engine.before_request(self._extra())
         surface = self.session.surface
         self._request_at_seq = surface[-1] if surface else None
-        return to_openai(self.session)
+        return self.session.messages()
 
     def compact(
         self,

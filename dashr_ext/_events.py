@@ -24,6 +24,7 @@ __all__ = [
     "SURFACE_TYPES",
     "ContentBlock",
     "Event",
+    "EventSpec",
     "ImageBlock",
     "Message",
     "ReasoningBlock",
@@ -510,3 +511,15 @@ def text_blocks(text: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(text, str):
         return (TextBlock(text),)
     return tuple(text)
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """An event before it is appended: the session assigns ``seq``, ``time`` and message ids."""
+
+    type: str
+    data: dict[str, Any]
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+    time: int | None = None
+    """Epoch ms; None means the session's clock at append time."""

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._events import (
     SURFACE_TYPES,
     ContentBlock,
     Event,
+    EventSpec,
     Message,
     Replace,
     SurfaceOp,
@@ -36,27 +36,16 @@ from ._events import (
     now_ms,
     text_blocks,
 )
+from ._formats.openai import to_event_specs, to_openai
 from ._paths import default_session_path, new_session_id
 from ._store import Durability, Store
 from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
 # Step, Turn and Unit are re-exported: Session's turn queries return them.
-__all__ = ["EventSpec", "Session", "Step", "Turn", "Unit"]
+__all__ = ["Session", "Step", "Turn", "Unit"]
 
 FORMAT = "dashr/1"
-
-
-@dataclass(frozen=True, slots=True)
-class EventSpec:
-    """An event before it is appended: the session assigns ``seq``, ``time`` and message ids."""
-
-    type: str
-    data: dict[str, Any]
-    surface_op: SurfaceOp | None = None
-    source_event_seqs: tuple[int, ...] | None = None
-    time: int | None = None
-    """Epoch ms; None means the session's clock at append time."""
 
 
 # --------------------------------------------------------------------------- session
@@ -602,6 +591,21 @@ class Session:
     def surface_events(self) -> Iterator[Event]:
         for seq in self._surface:
             yield self._events[seq]
+
+    def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
+        """The next request's messages, derived from the current surface (SPEC §3.2)."""
+        if format != "openai":
+            raise ValueError(f"format: expected 'openai', got {format!r}")
+        return to_openai(self)
+
+    def record_openai(
+        self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> list[Event]:
+        """Append OpenAI chat message(s) as one atomic batch; returns the new events.
+
+        The new events include the turn/step markers inferred around the messages (SPEC §3.3).
+        """
+        return self.append(to_event_specs(self, message), infer_markers=True)
 
 
 def _message_shape(spec: EventSpec) -> tuple[str, str, bool]:

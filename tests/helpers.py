@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashr_ext._controller import Dashr
-from dashr_ext._events import ContentBlock, Event, block_to_json, text_blocks
-from dashr_ext._session import EventSpec, Session
+from dashr_ext._events import ContentBlock, Event, EventSpec, block_to_json, text_blocks
+from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
 
 LOREM = (

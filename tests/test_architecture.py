@@ -15,8 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dashr_ext"
 
-# The log layer: events, their durable store, the session fold and what is derived from
-# the log alone. It imports nothing above it.
+# The log layer: events, their durable store, the session fold, its exchange format and
+# what is derived from the log alone. It imports nothing above it.
 LOG_LAYER = {
     "dashr_ext.errors",
     "dashr_ext._version",
@@ -25,6 +25,8 @@ LOG_LAYER = {
     "dashr_ext._paths",
     "dashr_ext._filelock",
     "dashr_ext._session",
+    "dashr_ext._formats",
+    "dashr_ext._formats.openai",
     "dashr_ext._turns",
     "dashr_ext._payloads",
     "dashr_ext._checkpoints",

@@ -20,7 +20,7 @@ from dashr_ext._demo import (
     demo_facts,
     demo_messages,
 )
-from dashr_ext._formats.openai import record_openai, to_openai
+from dashr_ext._formats.openai import to_openai
 from dashr_ext._session import Session
 
 EARLY_FACTS = ("error", "secret_value", "commit", "magic_number")
@@ -339,7 +339,7 @@ def test_tool_outputs_scale_with_output_chars() -> None:
 def test_a_session_records_the_demo_and_derives_it_back(kwargs: dict[str, int]) -> None:
     messages = demo_messages(**kwargs)
     session = Session.create(in_memory=True)
-    record_openai(session, messages)
+    session.record_openai(messages)
     assert to_openai(session) == messages
     assert session.system_prompt == DEMO_SYSTEM_PROMPT
     assert len(session.turns) == kwargs.get("turns", 3)

@@ -12,7 +12,7 @@ from conftest import corpus_params, load_corpus
 from helpers import append_context
 
 from dashr_ext._events import ImageBlock, ReasoningBlock
-from dashr_ext._formats.openai import record_openai, to_event_specs, to_openai
+from dashr_ext._formats.openai import to_event_specs, to_openai
 from dashr_ext._session import Session
 from dashr_ext.errors import FormatError
 
@@ -40,7 +40,7 @@ def test_a_tool_using_exchange_round_trips_and_infers_turns(session: Session) ->
         {"role": "tool", "tool_call_id": "c1", "content": "RETRY_BUDGET = 3"},
         {"role": "assistant", "content": "The budget is 3."},
     ]
-    record_openai(session, messages)
+    session.record_openai(messages)
     assert to_openai(session) == messages
     assert session.system_prompt == "You are a coding agent."
     assert [e.type for e in session.events[1:]] == [
@@ -84,7 +84,7 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
         {"role": "user", "content": "again"},
         {"role": "assistant", "content": [], "tool_calls": None},
     ]
-    record_openai(session, messages)
+    session.record_openai(messages)
     assert to_openai(session) == messages
     user = session.event(session.surface[0]).message
     img = user.content[1]
@@ -96,8 +96,7 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
 def test_documented_normalisations(session: Session) -> None:
     call = tc("c1")
     call["index"] = 0  # streaming artefact: dropped
-    record_openai(
-        session,
+    session.record_openai(
         [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -181,8 +180,7 @@ def test_documented_normalisations(session: Session) -> None:
 def test_malformed_messages_name_the_field_and_change_nothing(
     session: Session, message: dict[str, Any], field: str, problem: str
 ) -> None:
-    record_openai(
-        session,
+    session.record_openai(
         [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": None, "tool_calls": [tc("c1")]},
@@ -192,7 +190,7 @@ def test_malformed_messages_name_the_field_and_change_nothing(
     assert session.path is not None
     before = (session.path.read_bytes(), len(session.events), session.surface)
     with pytest.raises(FormatError) as info:
-        record_openai(session, message)
+        session.record_openai(message)
     assert info.value.field == field
     assert problem in str(info.value)
     assert (session.path.read_bytes(), len(session.events), session.surface) == before
@@ -202,8 +200,7 @@ def test_a_bad_message_in_a_list_appends_none_of_the_list(session: Session) -> N
     assert session.path is not None
     before = session.path.read_bytes()
     with pytest.raises(FormatError) as info:
-        record_openai(
-            session,
+        session.record_openai(
             [
                 {"role": "user", "content": "a"},
                 {"role": "assistant", "content": "b"},
@@ -216,9 +213,9 @@ def test_a_bad_message_in_a_list_appends_none_of_the_list(session: Session) -> N
 
 def test_non_message_input_is_rejected(session: Session) -> None:
     with pytest.raises(FormatError, match="expected an OpenAI message object or a list of them"):
-        record_openai(session, "hello")  # type: ignore[arg-type]
+        session.record_openai("hello")  # type: ignore[arg-type]
     with pytest.raises(FormatError, match=r"messages\[1\]: expected an object, got int"):
-        record_openai(session, [{"role": "user", "content": "a"}, 3])  # type: ignore[list-item]
+        session.record_openai([{"role": "user", "content": "a"}, 3])  # type: ignore[list-item]
 
 
 class KnownCalls:
@@ -259,8 +256,8 @@ def test_translation_needs_only_the_known_tool_calls_and_writes_no_markers() -> 
 
 
 def test_record_returns_the_inferred_markers_with_the_messages(session: Session) -> None:
-    events = record_openai(
-        session, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    events = session.record_openai(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     )
     assert [(e.type, e.data.get("inferred")) for e in events] == [
         ("turn/start", True),
@@ -280,7 +277,7 @@ def test_corpus_sessions_round_trip_through_disk(path: Path, tmp_path: Path) -> 
     messages = data["messages"]
     target = tmp_path / "s.jsonl"
     with Session.create(target, tools=data["tools"], durability="flush") as s:
-        record_openai(s, messages)
+        s.record_openai(messages)
     with Session.open(target, read_only=True) as s:
         derived = to_openai(s)
         assert s.tools == data["tools"]

@@ -12,9 +12,9 @@ from helpers import append_assistant, append_user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dashr_ext._events import TextBlock, ToolCallBlock, block_to_json
-from dashr_ext._formats.openai import record_openai, to_openai
-from dashr_ext._session import EventSpec, Session
+from dashr_ext._events import EventSpec, TextBlock, ToolCallBlock, block_to_json
+from dashr_ext._formats.openai import to_openai
+from dashr_ext._session import Session
 from dashr_ext._turns import TurnFold
 from dashr_ext.errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
@@ -65,8 +65,7 @@ def test_event_by_seq_outside_the_log_says_the_range(session: Session) -> None:
 def test_reopening_replays_to_exactly_the_live_state(tmp_path: Path, clock: Any) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
-        record_openai(
-            s,
+        s.record_openai(
             [
                 {"role": "user", "content": "hi"},
                 {
@@ -318,14 +317,14 @@ def test_explicit_marker_mode_survives_a_reopen(tmp_path: Path, clock: Any) -> N
     path = tmp_path / "s.jsonl"
     with Session.create(path, clock=clock) as s:
         s.begin_turn()
-        record_openai(s, {"role": "user", "content": "go"})
+        s.record_openai({"role": "user", "content": "go"})
         s.begin_step()
         append_assistant(s, [call("c1")])
         assert not s.infers_markers
     with Session.open(path, clock=clock) as s:
         assert not s.infers_markers
         before = len(s.events)
-        record_openai(s, {"role": "tool", "tool_call_id": "c1", "content": "done"})
+        s.record_openai({"role": "tool", "tool_call_id": "c1", "content": "done"})
         assert [e.type for e in s.events[before:]] == ["tool/result"]  # no markers inferred
         s.end_step()
         s.end_turn()
@@ -338,7 +337,7 @@ def test_a_refused_marker_call_changes_nothing(session: Session) -> None:
     with pytest.raises(SurfaceError, match="no step is open"):
         session.end_step()
     assert session.infers_markers
-    record_openai(session, {"role": "user", "content": "hi"})
+    session.record_openai({"role": "user", "content": "hi"})
     assert [e.type for e in session.events[1:]] == ["turn/start", "user/message"]
     assert session.events[1].data == {"turn": 1, "inferred": True}
 
@@ -352,8 +351,8 @@ def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
         append_assistant(s, "first answer")
         append_user(s, "two")
         append_assistant(s, "second answer")
-        record_openai(
-            s, [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
+        s.record_openai(
+            [{"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]
         )
         live = s.turns
         assert [(t.index, t.reason) for t in live] == [
@@ -366,13 +365,11 @@ def test_turns_inferred_before_the_first_marker_are_kept_and_numbering_goes_on(
 
 
 def test_closed_turns_are_built_once_and_the_open_turn_follows_the_log(session: Session) -> None:
-    record_openai(
-        session, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-    )
-    record_openai(session, {"role": "user", "content": "c"})
+    session.record_openai([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    session.record_openai({"role": "user", "content": "c"})
     first = session.turns
     assert [t.is_open for t in first] == [False, True]
-    record_openai(session, {"role": "assistant", "content": "d"})
+    session.record_openai({"role": "assistant", "content": "d"})
     second = session.turns
     assert second[0] is first[0]  # closed: reused, not rebuilt
     assert second[1] != first[1] and not second[1].is_open

@@ -14,9 +14,10 @@ from typing import Any
 
 from .. import _archive as archive_mod
 from .._checkpoints import Checkpoint, checkpoint_of
+from .._events import EventSpec
 from .._payloads import POINTER_SOURCE, summary_payload
 from .._pointer import pointer_text
-from .._session import EventSpec, Session
+from .._session import Session
 from ..errors import CompactionWarning, DashrError
 from .compose import Composition, checkpoint_specs
 

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _archive as archive_mod
-from .._events import Event, Replace
+from .._events import Event, EventSpec, Replace
 from .._footers import compose_footer, frame_checkpoint
 from .._meter import MESSAGE_OVERHEAD_TOKENS
 from .._payloads import CHECKPOINT_SOURCE, SummaryPayload
-from .._session import EventSpec
 from .._summarizers.base import SummaryResult
 from .plan import PassPlan
 

@@ -2,7 +2,7 @@
 
 A pure translator: :func:`to_event_specs` turns messages into event specs, reading only the
 session's tool calls (:class:`KnownToolCalls`); :func:`to_openai` derives messages back from
-a session's envelope and surface (:class:`RequestSource`). :func:`record_openai` appends the
+a session's envelope and surface (:class:`RequestSource`). ``Session.record_openai`` appends the
 specs, letting the session write the turn/step markers their order implies (SPEC §3.3).
 
 The accepted message shapes:
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._events import (
     Event,
+    EventSpec,
     ImageBlock,
     ReasoningBlock,
     TextBlock,
@@ -45,17 +46,15 @@ from .._events import (
     block_to_json,
     render_image,
 )
-from .._session import EventSpec
 from ..errors import FormatError
 
 if TYPE_CHECKING:
-    from .._session import Session
+    pass
 
 __all__ = [
     "KnownToolCalls",
     "RequestSource",
     "event_to_openai",
-    "record_openai",
     "to_event_specs",
     "to_openai",
 ]
@@ -88,16 +87,6 @@ class RequestSource(Protocol):
     def system_prompt(self) -> str | None: ...
 
     def surface_events(self) -> Iterable[Event]: ...
-
-
-def record_openai(
-    session: Session, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
-) -> list[Event]:
-    """Validate and append OpenAI chat message(s) as one atomic batch; returns the new events.
-
-    The new events include the turn/step markers the session inferred around the messages.
-    """
-    return session.append(to_event_specs(session, message), infer_markers=True)
 
 
 def to_event_specs(
