@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 from ._events import Event, ImageBlock, Message, ReasoningBlock, TextBlock, render_image
 from ._fileops import extract_file_ops
+from ._payloads import CHECKPOINT_SOURCE
 from .errors import ConfigError, EventError
 
 __all__ = [
@@ -52,8 +53,6 @@ BUCKETS: tuple[str, ...] = (
 MESSAGE_BUCKETS: tuple[str, ...] = tuple(b for b in BUCKETS if b != "file_ops")
 """The buckets that partition the span: every message lands in exactly one of them."""
 
-CHECKPOINT_KIND = "compact-checkpoint"
-
 
 # --------------------------------------------------------------------------- time and text
 
@@ -89,7 +88,7 @@ def _bucket_of(event: Event) -> str:
     if kind == "tool/result":
         return "tool_results"
     if kind in ("user/message", "context/message"):
-        if event.message.source_kind == CHECKPOINT_KIND:
+        if event.message.source_kind == CHECKPOINT_SOURCE:
             return "prior_checkpoints"
         return "user_requests" if kind == "user/message" else "context"
     raise EventError(
