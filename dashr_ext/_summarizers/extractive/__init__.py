@@ -2,7 +2,7 @@
 
 Modules, in pipeline order: :mod:`.reading` (span → facts), :mod:`.sections` and
 :mod:`.anchors` (facts → bullets, in :mod:`.items`), :mod:`.render` (budget, Markdown);
-:mod:`.text` holds the small text helpers they share.
+:mod:`.text` holds the small text functions they share.
 """
 
 from __future__ import annotations

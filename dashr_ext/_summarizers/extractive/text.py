@@ -1,4 +1,4 @@
-"""Small pure text helpers of the extractive summarizer (SPEC §5.2).
+"""Small pure text functions of the extractive summarizer (SPEC §5.2).
 
 Clipping and quoting, sentences of assistant prose, command labels, and the exact
 error lines, exit status and test tally of a tool result.
