@@ -1,0 +1,140 @@
+"""Summary bullets: the section roles and the collection that merges bullets (SPEC §5.2).
+
+:class:`Items` gathers the bullets of all eight sections with their priorities; a bullet
+that says nothing new collapses into, or merges with, the one already there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .text import code, leading_code, norm
+
+__all__ = [
+    "ANCHOR_KINDS",
+    "CONCEPTS",
+    "CRITICAL",
+    "CURRENT",
+    "ERRORS",
+    "FILES",
+    "KEYWORDS",
+    "NEXT",
+    "NONE_TEXT",
+    "N_SECTIONS",
+    "PENDING",
+    "REQUEST",
+    "Item",
+    "Items",
+]
+
+# Section roles, in the order of prompts/summarize.md.
+REQUEST, CONCEPTS, FILES, ERRORS, PENDING, CURRENT, NEXT, CRITICAL = range(8)
+N_SECTIONS = 8
+NONE_TEXT = "(none)"  # the bullet of an empty section
+# The keyword line (last in Critical Context) starts so; its anchor kinds, in order:
+KEYWORDS = "Keywords —"
+ANCHOR_KINDS = ("errors", "paths", "numbers", "config", "identifiers", "commands")
+
+
+@dataclass
+class Item:
+    """One bullet (or one keyword anchor) with what decides whether it survives the budget."""
+
+    section: int
+    text: str
+    priority: float
+    order: int = 0
+    anchor_kind: str | None = None
+    tokens: int = 0
+    carried: bool = False
+    """From a previous summary (as opposed to this span)."""
+
+
+class Items:
+    """The bullets of a summary in the making, in the order they were added."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self._seen: dict[tuple[int, str], Item] = {}
+
+    def add(self, section: int, text: str, priority: float, carried: bool = False) -> Item | None:
+        """Add a bullet unless it says nothing new; returns the new item, else None.
+
+        Equal bullets collapse. Bullets about the same thing merge into the
+        earlier one (see :func:`_subject`): a file's operation counts add up, a
+        concept's or a repeated command's counts add up, and an error keeps its
+        newest status.
+        """
+        text = text.strip()
+        if not text or norm(text) == NONE_TEXT:
+            return None
+        existing = self._seen.get((section, norm(text)))
+        subject = _subject(section, text)
+        if subject is not None:
+            same = self._seen.get((section, subject))
+            # The same subject from the previous summary and from this span: two sets of
+            # facts about one thing (counts add up). From one source: one fact, said once.
+            if same is not None and (existing is None or same.carried != carried):
+                same.text = _merge_bullets(section, same.text, text)
+                existing = same
+        if existing is not None:
+            existing.priority = max(existing.priority, priority)
+            return None
+        item = Item(section, text, priority, order=len(self.items), carried=carried)
+        self.items.append(item)
+        self._seen[(section, norm(text))] = item
+        if subject is not None:
+            self._seen[(section, subject)] = item
+        return item
+
+    def has(self, section: int) -> bool:
+        """Whether ``section`` has a bullet (keyword anchors do not count)."""
+        return any(i.section == section and i.anchor_kind is None for i in self.items)
+
+    def anchor(self, kind: str, text: str, priority: float) -> None:
+        """Add a literal anchor of the keyword line (Critical Context), once per kind."""
+        key = (-1, kind + "\0" + text)
+        if key in self._seen:
+            return
+        item = Item(CRITICAL, text, priority, order=len(self.items), anchor_kind=kind)
+        self.items.append(item)
+        self._seen[key] = item
+
+
+_OPS_PART = re.compile(r"(\w+) ×(\d+)")
+_COUNT = re.compile(r" \(×(\d+)\)$")
+_RUN = re.compile(r"^Command run ×(\d+): (.*)$", re.S)
+
+
+def _subject(section: int, text: str) -> str | None:
+    """What a bullet is about, for the sections whose bullets merge by subject."""
+    if section in (FILES, ERRORS, CONCEPTS):
+        lead = leading_code(text)
+        return None if lead is None else "\0code\0" + lead
+    if section == CRITICAL and (run := _RUN.match(text)):
+        lead = leading_code(run.group(2))
+        return None if lead is None else "\0run\0" + lead
+    return None
+
+
+def _merge_bullets(section: int, old: str, new: str) -> str:
+    """One bullet from an earlier and a newer bullet about the same subject."""
+    if section == FILES:
+        path = leading_code(new) or ""
+        counts: dict[str, int] = {}
+        for bullet in (old, new):
+            head = bullet.split("; last edit:", 1)[0]
+            for op, n in _OPS_PART.findall(head):
+                counts[op] = counts.get(op, 0) + int(n)
+        last = new if "; last edit:" in new else old
+        text = f"{code(path)} — " + ", ".join(f"{op} ×{n}" for op, n in counts.items())
+        if "; last edit:" in last:
+            text += "; last edit:" + last.split("; last edit:", 1)[1]
+        return text
+    if section == CONCEPTS:
+        total = sum(int(m.group(1)) if (m := _COUNT.search(b)) else 1 for b in (old, new))
+        return f"{_COUNT.sub('', new)} (×{total})"
+    if section == CRITICAL and (a := _RUN.match(old)) and (b := _RUN.match(new)):
+        return f"Command run ×{int(a.group(1)) + int(b.group(1))}: {b.group(2)}"
+    return new  # errors: the newer status wins

@@ -1,0 +1,198 @@
+"""Small pure text functions of the extractive summarizer (SPEC §5.2).
+
+Clipping and quoting, sentences of assistant prose, command labels, and the exact
+error lines, exit status and test tally of a tool result.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "FILE_PATH",
+    "URLISH",
+    "clip",
+    "code",
+    "command_label",
+    "error_lines",
+    "exit_status",
+    "first_line",
+    "leading_code",
+    "norm",
+    "one_line",
+    "prose",
+    "sentences",
+    "tally_line",
+]
+
+_EXT = (
+    r"py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|toml|cfg|ini|ya?ml|md|rst|txt|"
+    r"c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|sh|bash|zsh|ps1|html?|css|scss|sql|xml|csv|tsv|lock|"
+    r"log|diff|patch|proto|gradle|swift|scala|lua|jl|tex|bib|svg|dockerfile"
+)
+# A file path is recognized by its extension; a URL matching it is no file.
+FILE_PATH = re.compile(
+    rf"(?<![\w/.:@-])(?:~|\.{{1,2}})?/?(?:[\w.+@-]+/)*[\w+@-][\w.+@-]*\.(?:{_EXT})(?![\w/-])",
+    re.I,
+)
+URLISH = re.compile(r"^[a-z]+://|^www\.", re.I)
+
+
+# --------------------------------------------------------------------------- clipping, quoting
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters at a line or word break, marked."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    if cut < limit * 0.6:
+        cut = text.rfind(" ", 0, limit)
+    if cut < limit * 0.6:
+        cut = limit
+    head = text[:cut].rstrip()
+    return f"{head} … [+{len(text) - len(head)} chars]"
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` with its whitespace runs collapsed to single spaces, clipped."""
+    return clip(re.sub(r"\s+", " ", text).strip(), limit)
+
+
+def first_line(text: str, limit: int) -> str:
+    """The first non-blank line of ``text``, clipped ("" when there is none)."""
+    for line in text.splitlines():
+        if line.strip():
+            return clip(line.strip(), limit)
+    return ""
+
+
+def norm(text: str) -> str:
+    """``text`` for comparison: whitespace collapsed, lower case."""
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def code(text: str) -> str:
+    """``text`` as Markdown inline code."""
+    if "`" not in text:
+        return f"`{text}`"
+    return f"`` {text} ``"
+
+
+def leading_code(text: str) -> str | None:
+    """The inline code a bullet starts with (what :func:`code` wrote), if any."""
+    match = re.match(r"^(?:``\s(.+?)\s``|`([^`]+)`)", text)
+    if not match:
+        return None
+    return match.group(1) or match.group(2)
+
+
+def command_label(text: str, limit: int) -> str:
+    """A command as one line: its first line, and its last line when it has several."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if len(lines) == 1:
+        return clip(lines[0], limit)
+    first, last = clip(lines[0], limit // 2), clip(lines[-1], limit // 2)
+    return f"{first} … {last} ({len(lines)} lines)"
+
+
+# --------------------------------------------------------------------------- assistant prose
+
+_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])|\n+")
+_ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|approx|incl)\.", re.I)
+
+
+def prose(text: str) -> str:
+    """Assistant text without code blocks and agent-format labels."""
+    text = _CODE_FENCE.sub(" ", text)
+    return re.sub(r"^\s*(?:THOUGHT|Thought|THINKING)\s*:\s*", "", text)
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of an assistant message's prose, list marks stripped, short ones left out."""
+    out = []
+    plain = _ABBREVIATIONS.sub(lambda m: m.group(1) + "\x00", prose(text))
+    for raw in _SENTENCE.split(plain):
+        sentence = raw.replace("\x00", ".").strip().lstrip("-*•> ").strip()
+        sentence = re.sub(r"^\d+[.)]\s+", "", sentence)
+        sentence = re.sub(r"^\*\*[^*]{1,40}\*\*:?\s*", "", sentence).strip()
+        if len(sentence) >= 12 and re.search(r"[A-Za-z]", sentence):
+            out.append(sentence)
+    return out
+
+
+# --------------------------------------------------------------------------- tool results
+
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|exit code[ :=]+(-?\d+)", re.I)
+_ERROR_LINE = re.compile(
+    r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Failure|Interrupt|"
+    r"Exit|Warning)(?::[ \t]?[^\n]*)?$"
+    r"|^[ \t]*FAILED\b[^\n]*$"
+    r"|^[ \t]*ERROR\b:?[ \t][^\n]*$"
+    r"|^[^\s:]+:\d+(?::\d+)?: (?:error|fatal error):[^\n]*$"
+    r"|^[ \t]*(?:error|fatal)(?:\[\w+\])?: [^\n]*$"
+    r"|^[^\n]*(?:command not found|No such file or directory|Permission denied)[^\n]*$"
+    r"|^[ \t]*npm ERR![^\n]*$",
+    re.M,
+)
+_EXCEPTION_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+_HARNESS_NOISE = re.compile(r"\[Python Interpreter:[^\]]*\]?|\[Command finished with[^\]]*\]?")
+_TEST_SUMMARY = re.compile(
+    r"^=*[ \t]*(?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|warnings?|deselected)"
+    r"(?:, )?)+[^\n]*$",
+    re.M,
+)
+
+
+def exit_status(text: str, is_error: bool | None) -> int | None:
+    """The exit status a tool result reports, else 1 for an error result, else None."""
+    match = _RETURNCODE.search(text[:400]) or _RETURNCODE.search(text[-400:])
+    if match:
+        return int(match.group(1) or match.group(2))
+    if is_error:
+        return 1
+    return None
+
+
+def _traceback_ends(text: str) -> list[str]:
+    """The exception line that ends each Python traceback in ``text``."""
+    out = []
+    for match in re.finditer(r"^Traceback \(most recent call last\):[ \t]*\r?$", text, re.M):
+        for line in text[match.end() :].splitlines()[1:200]:
+            if not line.strip() or line[:1] in " \t" or line.startswith("During handling"):
+                continue
+            out.append(line)
+            break
+    return out
+
+
+def error_lines(text: str) -> list[str]:
+    """The exact error lines of a tool result, most telling first, at most four.
+
+    The line ending a Python traceback comes first, then other exception lines,
+    then test-runner and compiler lines (``FAILED …``, ``file:1: error: …``).
+    """
+    found: dict[str, int] = {}
+    candidates = [(0, line) for line in _traceback_ends(text)]
+    candidates += [(1, m.group(0)) for m in _ERROR_LINE.finditer(text)]
+    for rank, raw in candidates:
+        line = _HARNESS_NOISE.sub("", raw).strip()
+        if line.startswith(("E ", "E\t")):
+            line = line[1:].strip()
+        if len(line) < 4 or (line.endswith(":") and " " not in line.rstrip(":")):
+            continue
+        if _EXCEPTION_NAME.match(line):
+            rank = 0
+        key = one_line(line, 200)
+        found[key] = min(found.get(key, rank), rank)
+    return sorted(found, key=lambda line: found[line])[:4]
+
+
+def tally_line(text: str) -> str | None:
+    """The test runner's last tally line (``1 failed, 4 passed in 0.31s``), if any."""
+    matches = _TEST_SUMMARY.findall(text[-4000:])
+    return one_line(matches[-1].strip("= "), 160) if matches else None
