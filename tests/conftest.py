@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
@@ -67,3 +71,22 @@ def _close_controllers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     for controller in made:
         controller.close()
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    """The global IPython instance (what ``get_ipython()`` returns), removed afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    main = sys.modules.get("__main__")
+    existed = InteractiveShell.initialized()
+    ip = InteractiveShell.instance(config=config)
+    yield ip
+    if not existed:
+        InteractiveShell.clear_instance()
+    if main is not None:
+        sys.modules["__main__"] = main

@@ -13,7 +13,6 @@ import httpx
 import pytest
 from helpers import orphan_results, record_steps
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._cells import INTERRUPTED_CELL, truncate_output
@@ -70,22 +69,6 @@ def dashr(tmp_path: Path, clock: Callable[[], int]) -> Iterator[Dashr]:
     d = Dashr.create(tmp_path / "agent.jsonl", config=WINDOW, session_id="agent-test", clock=clock)
     yield d
     d.close()
-
-
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    """The global IPython instance (what ``get_ipython()`` returns), removed afterwards."""
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    main = sys.modules.get("__main__")
-    existed = InteractiveShell.initialized()
-    ip = InteractiveShell.instance(config=config)
-    yield ip
-    if not existed:
-        InteractiveShell.clear_instance()
-    if main is not None:
-        sys.modules["__main__"] = main
 
 
 def agent_for(d: Dashr, server: ScriptedServer, **options: Any) -> Agent:

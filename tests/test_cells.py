@@ -5,13 +5,10 @@ from __future__ import annotations
 import linecache
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from dashr_ext._cells import (
     CELL_SOURCES_KEPT,
@@ -27,22 +24,6 @@ from dashr_ext._cells import (
 from dashr_ext.errors import ConfigError
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    """The global IPython instance (what ``get_ipython()`` returns), removed afterwards."""
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    main = sys.modules.get("__main__")
-    existed = InteractiveShell.initialized()
-    ip = InteractiveShell.instance(config=config)
-    yield ip
-    if not existed:
-        InteractiveShell.clear_instance()
-    if main is not None:
-        sys.modules["__main__"] = main
 
 
 # --------------------------------------------------------------------------- CellOutput.text
