@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -78,6 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _COMMANDS[args.command]
     try:
         return handler(args)
+    except BrokenPipeError:
+        # The reader went away (`dashr outline f | head`): stop quietly, as other tools do.
+        # Point stdout at devnull so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (DashrError, OSError, ValueError) as exc:
         print(f"dashr {args.command}: {_one_line(exc)}", file=sys.stderr)
         return 1

@@ -267,3 +267,19 @@ def test_an_import_failing_while_writing_removes_the_file_it_created(
     assert (code, out) == (1, "")
     assert err.startswith("dashr import: ") and "No space left on device" in err
     assert not out_file.exists()
+
+
+def test_output_piped_into_head_stops_quietly() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        f"'{sys.executable}' -m dashr_ext._cli demo | head -n 2",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.splitlines()[0].startswith("dashr demo: ")
+    assert len(done.stdout.splitlines()) == 2
+    assert done.stderr == ""
