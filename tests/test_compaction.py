@@ -589,3 +589,39 @@ def test_the_checkpoint_index_folds_only_new_events_and_equals_a_full_scan(
         third.id,
         None,
     )
+
+
+@pytest.mark.parametrize("cut", ["inside the checkpoint line", "after the summary line"])
+def test_a_commit_cut_short_by_a_crash_reopens_as_a_failed_pass(
+    tmp_path: Path, clock: Any, cut: str
+) -> None:
+    """The closing batch is one write, but a crash can still cut it: never a half checkpoint."""
+    d = make(tmp_path, clock, ScriptedSummarizer(), recency_window_tokens=2000, retain_tokens=300)
+    record_steps(d, 12, chars=600, user="go")
+    path = d.session.path
+    assert path is not None
+    before_surface = list(d.session.surface)
+    before_messages = d.session.messages()
+    result = d.compact()
+    assert result is not None
+    d.close()
+    raw = path.read_bytes()
+    lines = raw.splitlines(keepends=True)
+    summary_line = next(i for i, ln in enumerate(lines) if b'"compaction/summary"' in ln)
+    kept = b"".join(lines[: summary_line + 1])
+    if cut == "inside the checkpoint line":
+        kept += lines[summary_line + 1][:40]  # a torn tail: the checkpoint node never landed
+    path.write_bytes(kept)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = Dashr.open(path, config=d.config, summarizer=ScriptedSummarizer())
+    with again:
+        assert any("never finished" in str(w.message) for w in caught)
+        assert list(again.session.surface) == before_surface
+        assert again.session.messages() == before_messages
+        assert again.checkpoints() == []
+        assert again.archive == {}
+        last = again.session.events[-1]
+        assert last.type == "compaction/end" and "interrupted" in last.data["error"]
+        # The repaired session compacts again as usual.
+        assert again.compact() is not None
