@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import warnings
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ MARKER = "sk-marker-7f3a9c2e5b1d4086-SECRET"
 ENV_MARKER = "sk-env-4be1c07d9a2f5638-SECRET"
 AGENT_MARKER = "sk-agent-91d3e6f0b82c4a57-SECRET"
 SUMMARIZER_MARKER = "sk-summ-0c5a7e9b3d1f8264-SECRET"
+CLIENT_MARKER = "sk-client-5d2e8a0f6c3b9147-SECRET"  # only one short-lived client holds it
 MARKERS = (MARKER, ENV_MARKER, AGENT_MARKER, SUMMARIZER_MARKER)
 URL = "https://api.example.test/v1"
 
@@ -236,12 +238,12 @@ def test_scrub_keys_replaces_each_configured_key_and_leaves_short_values_alone(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", ENV_MARKER)
     monkeypatch.setenv("DEEPSEEK_API_KEY", "abc1234")  # 7 characters: not scrubbed
-    client = ChatClient(URL, "m", MARKER)
+    client = ChatClient(URL, "m", CLIENT_MARKER)
     data = {
-        "text": f"env {ENV_MARKER}, client {MARKER}, short abc1234",
-        "nested": [{"arguments": json.dumps({"code": f"print('{MARKER}')"})}, 3, None],
+        "text": f"env {ENV_MARKER}, client {CLIENT_MARKER}, short abc1234",
+        "nested": [{"arguments": json.dumps({"code": f"print('{CLIENT_MARKER}')"})}, 3, None],
         "pair": ("x", ENV_MARKER),
-        MARKER: "dict keys are left alone",
+        CLIENT_MARKER: "dict keys are left alone",
     }
     untouched = {"text": "nothing secret here", "list": ["a", 1]}
 
@@ -251,15 +253,17 @@ def test_scrub_keys_replaces_each_configured_key_and_leaves_short_values_alone(
         "text": f"env {REDACTED}, client {REDACTED}, short abc1234",
         "nested": [{"arguments": json.dumps({"code": f"print('{REDACTED}')"})}, 3, None],
         "pair": ("x", REDACTED),
-        MARKER: "dict keys are left alone",
+        CLIENT_MARKER: "dict keys are left alone",
     }
     assert data["text"].startswith(f"env {ENV_MARKER}")  # the input is not modified
     assert scrub_keys(untouched) is untouched
-    assert ENV_MARKER in configured_keys() and MARKER in configured_keys()
+    assert {ENV_MARKER, CLIENT_MARKER} <= set(configured_keys())
     assert "abc1234" not in configured_keys()
+    # Read at scrub time: an unset variable and a client that is gone are no longer scrubbed.
     del client
+    gc.collect()
     monkeypatch.delenv("OPENAI_API_KEY")
-    assert scrub_keys(f"{ENV_MARKER} {MARKER}") == f"{ENV_MARKER} {MARKER}"  # read at scrub time
+    assert scrub_keys(f"{ENV_MARKER} {CLIENT_MARKER}") == f"{ENV_MARKER} {CLIENT_MARKER}"
 
 
 def test_every_recorded_string_is_scrubbed_of_configured_keys(
