@@ -18,12 +18,12 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 import httpx
 
-from ._redaction import Secret, error_detail, redact_key, snippet
+from ._redaction import API_KEY_ENV, Secret, error_detail, redact_key, snippet
 from ._version import __version__
 from .errors import ConfigError, EndpointError
 
@@ -37,8 +37,6 @@ __all__ = [
     "EndpointError",
 ]
 
-API_KEY_ENV: tuple[str, ...] = ("DASHR_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
-"""Environment variables searched, in order, for the API key."""
 BASE_URL_ENV = "DASHR_BASE_URL"
 """Environment variable read when ``base_url`` is not given."""
 MODEL_ENV = "DASHR_MODEL"
@@ -75,6 +73,26 @@ class _Retry(Exception):
         self.status = status
 
 
+class _BearerAuth(httpx.Auth):
+    """Sets ``Authorization: Bearer <key>`` as httpx sends each request.
+
+    The key is read from its :class:`Secret` inside httpx's auth flow, so no frame of
+    :class:`ChatClient` ever holds it in a local variable: a traceback printed with its
+    locals (Sentry, ``pytest -l``) cannot show it.
+    """
+
+    def __init__(self, key: Secret) -> None:
+        self._key = key
+
+    def __repr__(self) -> str:
+        return f"_BearerAuth({self._key!r})"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._key.get():
+            request.headers["Authorization"] = "Bearer " + str(self._key.get())
+        yield request
+
+
 class ChatClient:
     """One OpenAI-compatible endpoint: a long-lived HTTP client, retries and key handling.
 
@@ -103,9 +121,12 @@ class ChatClient:
 
     **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else ``DEEPSEEK_API_KEY``,
     else ``OPENAI_API_KEY``; none is fine for keyless local servers) is sent only in the
-    ``Authorization`` header. It never appears in ``repr()`` or in error messages; text from the
-    server is scrubbed of it before it is cut to a snippet and shown, and a piece of the key
-    left by any later cut is scrubbed too (:meth:`ChatClient.redact`).
+    ``Authorization`` header, set in httpx's auth flow, so no local variable of a failing call
+    holds it (a traceback shown with its locals cannot leak it). It never appears in ``repr()``
+    or in error messages; text from the server is scrubbed of it before it is cut to a snippet
+    and shown, and a piece of the key left by any later cut is scrubbed too
+    (:meth:`ChatClient.redact`). While the client lives, a session log records ``[redacted]``
+    in its place (:func:`~dashr_ext._redaction.scrub_keys`).
 
     ``purpose`` (``complete(body, purpose="compaction")``) is sent as the ``X-Dashr-Purpose``
     header, so a proxy can tell compaction traffic from an agent's own calls.
@@ -162,6 +183,7 @@ class ChatClient:
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigError("ChatClient.api_key", "a string or None", type(api_key).__name__)
         self._key = Secret(api_key or None)
+        self._auth = _BearerAuth(self._key)
         self._user_agent = f"dashr_ext/{__version__}"
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
@@ -315,7 +337,7 @@ class ChatClient:
         last: _Retry | None = None
         for attempt in range(attempts):
             try:
-                response = client.post(self.url, content=payload, headers=headers)
+                response = client.post(self.url, content=payload, headers=headers, auth=self._auth)
                 return self._handle(response, attempt + 1)
             except _Retry as retry:
                 last = retry
@@ -341,7 +363,9 @@ class ChatClient:
         last: _Retry | None = None
         for attempt in range(attempts):
             try:
-                response = await client.post(self.url, content=payload, headers=headers)
+                response = await client.post(
+                    self.url, content=payload, headers=headers, auth=self._auth
+                )
                 return self._handle(response, attempt + 1)
             except _Retry as retry:
                 last = retry
@@ -380,26 +404,22 @@ class ChatClient:
         }
         if purpose is not None:
             headers[PURPOSE_HEADER] = purpose
-        key = self._key.get()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return payload, headers
+        return payload, headers  # the key is added by self._auth, out of every local
 
     def _handle(self, response: httpx.Response, attempt: int) -> dict[str, Any]:
         status = response.status_code
         if 200 <= status < 300:
-            try:
-                data = json.loads(response.content)
-            except ValueError as exc:
+            data, problem = _parse_json(response.content)
+            if problem is not None:
                 # Redact the whole body before cutting it: a key cut in two survives redact().
                 raise EndpointError(
                     self.redact(
                         f"{self.label}: {self.url} answered HTTP {status} with a body that is "
-                        f"not JSON ({exc}): {snippet(self.redact(response.text))}"
+                        f"not JSON ({problem}): {snippet(self.redact(response.text))}"
                     ),
                     status_code=status,
                     attempts=attempt,
-                ) from None
+                )
             if not isinstance(data, dict):
                 raise EndpointError(
                     f"{self.label}: {self.url} answered with JSON {type(data).__name__}, "
@@ -440,6 +460,18 @@ class ChatClient:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _parse_json(content: bytes) -> tuple[Any, str | None]:
+    """(the JSON value, None), or (None, why it is not JSON).
+
+    Returned, not raised: an error raised while the decoder's exception is being handled
+    would chain it, and its traceback holds the whole body (which may echo the key).
+    """
+    try:
+        return json.loads(content), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def _check_number(name: str, value: object, low: float, *, integer: bool = False) -> None:

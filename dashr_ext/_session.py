@@ -19,6 +19,7 @@ adapters (:mod:`dashr_ext._formats`) translate messages into :class:`EventSpec` 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from ._events import (
 )
 from ._formats.openai import to_event_specs, to_openai
 from ._paths import default_session_path, new_session_id
+from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
 from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
@@ -421,6 +423,8 @@ class Session:
             )
         if not specs:
             return []
+        if keys := configured_keys():  # no API key is ever recorded (SPEC §12)
+            specs = [dataclasses.replace(s, data=scrub_keys(s.data, keys)) for s in specs]
         base = len(self._events)
         durable = False
         try:

@@ -204,9 +204,9 @@ class Store:
         """
         path = Path(path)
         _check_durability(durability)
+        if not path.is_file():  # a device or a FIFO would be read without end
+            raise StoreError(_missing_message(path))
         if read_only:
-            if not path.is_file():
-                raise StoreError(_missing_message(path))
             return cls(path, read_only=True, durability=durability, file=None)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)

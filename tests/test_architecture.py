@@ -30,6 +30,7 @@ LOG_LAYER = {
     "dashr_ext._turns",
     "dashr_ext._payloads",
     "dashr_ext._checkpoints",
+    "dashr_ext._redaction",
 }
 # What the compaction engine may never reach: the read side, the shells and the controller.
 ABOVE_COMPACTION = (

@@ -628,6 +628,50 @@ def test_export_refuses_to_overwrite(
     assert target.read_text() == "keep me"
 
 
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, under which a file opened without a mode is world-readable."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.usefixtures("umask_022")
+@pytest.mark.parametrize("command", ["export", "snapshot save"])
+def test_export_and_snapshot_files_are_private_like_the_session(
+    compacted: InteractiveShell, tmp_path: Path, command: str
+) -> None:
+    target = tmp_path / "out" / "file"
+    run(compacted, f"%dashr {command} {target}")
+    session = controller(compacted).session.path
+    assert session is not None
+    assert oct(target.stat().st_mode & 0o777) == oct(session.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("command", ["export", "snapshot save"])
+@pytest.mark.parametrize("dangling", [True, False], ids=["dangling", "to-a-file"])
+def test_export_and_snapshot_refuse_a_symlink_target(
+    compacted: InteractiveShell,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    dangling: bool,
+) -> None:
+    pointee = tmp_path / "elsewhere"
+    if not dangling:
+        pointee.write_text("keep me")
+    link = tmp_path / "link"
+    link.symlink_to(pointee)
+    assert usage_error(compacted, f"%dashr {command} {link}", capsys) == (
+        f"{link} is a symbolic link; give the path of a regular file"
+    )
+    assert link.is_symlink()
+    if dangling:
+        assert not pointee.exists()
+    else:
+        assert pointee.read_text() == "keep me"
+
+
 def test_magic_docstrings_are_manuals() -> None:
     for name in ("dashr", "compact", "history_outline", "history_read", "history_search"):
         doc = getattr(Dashr, name).__doc__

@@ -897,3 +897,13 @@ def test_a_forked_child_does_not_keep_the_writer_lock(tmp_path: Path) -> None:
         os.waitpid(pid, 0)
         os.close(ready_r)
         os.close(ready_w)
+
+
+def test_a_writer_refuses_a_path_that_is_not_a_regular_file() -> None:
+    from dashr_ext import Dashr
+
+    # Read as a session, /dev/zero never ends: the writer would read until MemoryError.
+    with pytest.raises(StoreError, match=r"^/dev/zero: no such session file"):
+        Store.open(Path("/dev/zero"))
+    with pytest.raises(StoreError, match=r"^/dev/zero: no such session file"):
+        Dashr.open("/dev/zero")

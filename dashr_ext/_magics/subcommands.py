@@ -6,6 +6,7 @@ words, and returns a :class:`~dashr_ext._display.Report` (SPEC §9).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from .._controller import Dashr as DashrController
 from .._display import Report, status_report
 from .attachment import NAMESPACE_NAMES
 from .options import AGENT_TRAITS, COMPACTION_TRAITS, RECALL_TRAITS, SUMMARIZER_TRAITS
-from .snapshot import SNAPSHOT_WARNING, load_snapshot, save_snapshot
+from .snapshot import SNAPSHOT_WARNING, load_snapshot, refuse_symlink, save_snapshot
 
 __all__ = ["SUBCOMMANDS", "Host"]
 
@@ -78,15 +79,34 @@ def export(host: Host, path: str) -> Report:
     if source is None:
         raise UsageError("this session is in memory only; there is no file to export")
     target = Path(path).expanduser()
+    refuse_symlink(target)
     if target.exists():
         raise UsageError(f"{target} already exists; choose a new path")
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
+    _copy_private(source, target)
     return Report.of(
         f"exported session {c.session.id}",
         [("from", source), ("to", target), ("events", len(c.session))],
         kind="export",
     )
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy ``source`` to a new file ``target`` of mode 0600, the session file's own.
+
+    ``O_EXCL`` refuses an existing name, a symbolic link included; a failed copy is removed.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        fd = os.open(target, flags, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{target} already exists; choose a new path") from None
+    try:
+        with os.fdopen(fd, "wb") as out, source.open("rb") as log:
+            shutil.copyfileobj(log, out)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
 
 
 def snapshot_save(host: Host, path: str) -> Report:
