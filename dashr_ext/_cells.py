@@ -5,6 +5,10 @@ one, in a plain ``dict`` namespace; stdout, stderr, ``display()`` text, the last
 expression's value and exception text come back as a :class:`CellOutput`, which
 :func:`truncate_output` cuts to the tool's budget. SPEC §10.
 
+The captured text is made valid UTF-8 before it is returned, so it can always be logged:
+surrogates (``print(name)`` of a file name that is not UTF-8 gives ``"caf\\udce9"``) are
+replaced as :func:`~dashr_ext._jsontext.utf8_text` does, a lone one by U+FFFD.
+
 IPython is imported only when a cell runs in a shell, so this module works in any process.
 """
 
@@ -19,9 +23,10 @@ import linecache
 import sys
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._jsontext import utf8_text
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -117,12 +122,24 @@ def run_cell(
     ``exec`` of the cell, then ``eval`` of a trailing expression, in ``namespace`` (which
     must then be given), with ``sys.stdout``/``sys.stderr`` redirected. A
     ``KeyboardInterrupt`` in the cell is reported as :attr:`CellOutput.interrupted`.
+    Surrogates in the captured text are replaced (see the module doc).
     """
     if shell is not None:
-        return _run_in_shell(shell, code)
+        return _utf8(_run_in_shell(shell, code))
     if namespace is None:
         raise ConfigError("namespace", "a dict when no IPython shell is given", namespace)
-    return _run_in_namespace(code, namespace)
+    return _utf8(_run_in_namespace(code, namespace))
+
+
+def _utf8(output: CellOutput) -> CellOutput:
+    """``output`` with every piece of text encodable as UTF-8."""
+    return replace(
+        output,
+        stdout=utf8_text(output.stdout),
+        stderr=utf8_text(output.stderr),
+        results=tuple(utf8_text(r) for r in output.results),
+        error=utf8_text(output.error) if output.error is not None else None,
+    )
 
 
 def _run_in_shell(shell: InteractiveShell, code: str) -> CellOutput:

@@ -7,6 +7,11 @@ One event is one JSON object on one line of the session file::
 
 ``Event.from_json(obj).to_json() == obj`` for every valid object, including unknown
 ``x-*/…`` extension events and extra keys, which are preserved untouched.
+
+Bounds that keep every line readable: ``time`` is epoch milliseconds from 0 to
+:data:`MAX_TIME_MS` (the end of year 9999, what ``datetime`` can show); a new event
+(:class:`EventSpec`) nests at most :data:`MAX_JSON_DEPTH` levels, its own object included,
+and so do the JSON arguments of its tool calls (see :mod:`dashr_ext._jsontext`).
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._jsontext import MAX_JSON_DEPTH, json_depth, json_text_too_deep
 from .errors import EventError
 
 __all__ = [
     "LOG_ONLY_TYPES",
+    "MAX_JSON_DEPTH",
+    "MAX_TIME_MS",
     "ROLE_BY_TYPE",
     "SURFACE_TYPES",
     "ContentBlock",
@@ -118,6 +126,10 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "usage/report": {"promptTokens": (int,), "completionTokens": (int, _N), "atSeq": (int,)},
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
+
+
+MAX_TIME_MS = 253_402_300_799_999
+"""The latest accepted event time: 9999-12-31T23:59:59.999Z in epoch milliseconds."""
 
 
 def now_ms() -> int:
@@ -397,12 +409,21 @@ class Event:
             raise EventError(f"event: expected a JSON object, got {type(obj).__name__}")
         seq, kind, time, data = obj.get("seq"), obj.get("type"), obj.get("time"), obj.get("data")
         if not (
-            type(seq) is int and type(kind) is str and type(time) is int and type(data) is dict
+            type(seq) is int
+            and type(kind) is str
+            and type(time) is int
+            and type(data) is dict
+            and 0 <= time <= MAX_TIME_MS
         ):  # the slow path exists to name the bad field
             seq = _need(obj, "seq", int, "event")
             kind = _need(obj, "type", str, "event")
             time = _need(obj, "time", int, "event")
             data = _need(obj, "data", dict, "event")
+            if not 0 <= time <= MAX_TIME_MS:
+                raise EventError(
+                    f"event.time: expected epoch milliseconds from 0 to {MAX_TIME_MS} "
+                    f"(9999-12-31T23:59:59.999Z), got {time}"
+                )
         if seq < 0:
             raise EventError(f"event.seq: expected an integer >= 0, got {seq}")
         raw_op = obj.get("surfaceOp")
@@ -441,9 +462,13 @@ def _parse_surface_op(raw: object, kind: str) -> SurfaceOp | None:
         return "append"
     if isinstance(raw, dict) and raw.get("op") == "replace":
         start, end = raw.get("startSeq"), raw.get("endSeq")
-        if not (isinstance(start, int) and isinstance(end, int)) or isinstance(start, bool):
-            raise EventError("event.surfaceOp: a replace needs integer startSeq and endSeq")
-        return Replace(start, end)
+        if type(start) is int and type(end) is int:  # a bool is not a seq
+            return Replace(start, end)
+        name, value = ("startSeq", start) if type(start) is not int else ("endSeq", end)
+        raise EventError(
+            f"event.surfaceOp.{name}: a replace needs integer startSeq and endSeq, "
+            f"got {type(value).__name__}"
+        )
     raise EventError(
         f"event.surfaceOp: expected 'append' or {{'op': 'replace', 'startSeq', 'endSeq'}} "
         f"on a {kind} event, got {raw!r}"
@@ -523,3 +548,20 @@ class EventSpec:
     source_event_seqs: tuple[int, ...] | None = None
     time: int | None = None
     """Epoch ms; None means the session's clock at append time."""
+
+    def __post_init__(self) -> None:
+        # The event line wraps ``data`` in one more object (``surfaceOp`` nests only 2 deep).
+        if json_depth(self.data, MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1:
+            raise EventError(
+                f"{self.type} event data: nested more than {MAX_JSON_DEPTH - 1} levels deep "
+                f"(a log line nests at most {MAX_JSON_DEPTH} levels, its own object included)"
+            )
+        message = self.data.get("message") if isinstance(self.data, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        for i, block in enumerate(content if isinstance(content, list) else ()):
+            arguments = block.get("arguments") if isinstance(block, dict) else None
+            if isinstance(arguments, str) and json_text_too_deep(arguments, MAX_JSON_DEPTH):
+                raise EventError(
+                    f"{self.type} event data.message.content[{i}].arguments: nested more than "
+                    f"{MAX_JSON_DEPTH} levels deep"
+                )

@@ -33,6 +33,7 @@ from ._cells import (
 )
 from ._checkpoints import checkpoint_of
 from ._display import PlainText
+from ._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
 from ._recall import TOOL_NAMES
 from ._templates import render
 from .errors import AgentError, ConfigError, EndpointError, RecallError
@@ -435,6 +436,7 @@ class Agent:
                 f"(keys: {sorted(data)[:10]})",
                 status_code=200,
             )
+        message = utf8_json(message)  # a "\ud800" escape must not end the turn at the write
         content = message.get("content")
         if content is not None and not isinstance(content, str | list):
             content = str(content)
@@ -452,6 +454,9 @@ class Agent:
         reasoning = message.get("reasoning_content")
         if isinstance(reasoning, str):
             record["reasoning_content"] = reasoning
+        refusal = message.get("refusal")
+        if isinstance(refusal, str):
+            record["refusal"] = refusal
         return record, calls
 
     def _calls(self, raw: object) -> tuple[_Call, ...]:
@@ -467,24 +472,7 @@ class Agent:
             function = function if isinstance(function, Mapping) else {}
             name = function.get("name")
             name = name if isinstance(name, str) and name else "unnamed"
-            arguments = function.get("arguments")
-            problem = None
-            if arguments is None:
-                arguments = "{}"
-            elif not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            if not arguments.strip():
-                # Several providers send "" for a tool without parameters: no arguments.
-                arguments = "{}"
-            try:
-                parsed = json.loads(arguments)
-            except ValueError as exc:
-                parsed, problem = None, f"the arguments are not valid JSON ({exc})"
-            if problem is None and not isinstance(parsed, dict):
-                problem = f"the arguments must be a JSON object, got {type(parsed).__name__}"
-            if problem is not None:
-                # The session stores JSON arguments; keep what the model sent, wrapped.
-                arguments = json.dumps({"unparsed_arguments": arguments}, ensure_ascii=False)
+            arguments, problem = _call_arguments(function.get("arguments"))
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
                 call_id = f"call_{len(session)}_{i}"
@@ -502,7 +490,7 @@ class Agent:
         """(result text, is error, interrupted) of one tool call."""
         if call.problem is not None:
             return f"error: {call.name}: {call.problem}", True, False
-        arguments = json.loads(call.arguments)
+        arguments = loads_json(call.arguments)
         if call.name == RUN_CELL:
             code = arguments.get("code")
             unknown = sorted(set(arguments) - {"code"})
@@ -572,6 +560,34 @@ class Agent:
 def _check_int(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"Agent.{name}", f"an integer >= {low}", value)
+
+
+def _call_arguments(raw: object) -> tuple[str, str | None]:
+    """The JSON text to record for a call's arguments, and why the call cannot run (or None).
+
+    The text is parsed strictly (:func:`~dashr_ext._jsontext.loads_json`: no ``NaN``, at most
+    ``MAX_JSON_DEPTH`` levels, no recursion); arguments that fail are recorded wrapped as
+    ``{"unparsed_arguments": "<what the model sent>"}``.
+    """
+    if raw is None:
+        raw = "{}"
+    elif not isinstance(raw, str):
+        if json_depth(raw) > MAX_JSON_DEPTH:  # json.dumps would recurse that deep
+            problem = f"the arguments nest more than {MAX_JSON_DEPTH} levels deep"
+            return json.dumps({"unparsed_arguments": f"({problem})"}), problem
+        raw = json.dumps(raw, ensure_ascii=False)
+    # Several providers send "" for a tool without parameters: no arguments.
+    text = raw if raw.strip() else "{}"
+    try:
+        parsed = loads_json(text)
+    except ValueError as exc:
+        problem = f"the arguments are not valid JSON ({exc})"
+    else:
+        if isinstance(parsed, dict):
+            return text, None
+        problem = f"the arguments must be a JSON object, got {type(parsed).__name__}"
+    # The session stores JSON arguments; keep what the model sent, wrapped.
+    return json.dumps({"unparsed_arguments": text}, ensure_ascii=False), problem
 
 
 def _usage_int(usage: object, key: str) -> int | None:

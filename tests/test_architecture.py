@@ -21,6 +21,7 @@ LOG_LAYER = {
     "dashr_ext.errors",
     "dashr_ext._version",
     "dashr_ext._events",
+    "dashr_ext._jsontext",
     "dashr_ext._store",
     "dashr_ext._paths",
     "dashr_ext._filelock",

@@ -164,6 +164,33 @@ def test_run_cell_in_an_ipython_shell_captures_everything_and_shows_nothing(
     assert "_showtraceback" not in vars(shell)  # the shell's own method is back
 
 
+UNDECODABLE_CELL = """\
+import os, sys
+name = os.fsdecode(b"caf\\xe9.csv")  # a Latin-1 file name, as os.listdir gives it
+print(name)
+print(name, file=sys.stderr)
+class Shown:
+    def __repr__(self):
+        return name
+Shown()"""
+
+
+@pytest.mark.parametrize("where", ["namespace", "shell"])
+def test_run_cell_replaces_surrogates_in_everything_it_captures(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    place: dict[str, Any] = (
+        {"shell": request.getfixturevalue("shell")} if where == "shell" else {"namespace": {}}
+    )
+    out = run_cell(UNDECODABLE_CELL, **place)
+    assert out == CellOutput("caf\ufffd.csv\n", "caf\ufffd.csv\n", ("caf\ufffd.csv",))
+    failed = run_cell("raise ValueError(name)", **place)
+    assert failed.error is not None
+    assert failed.error.splitlines()[-1] == "ValueError: caf\ufffd.csv"
+    for text in (out.text, failed.text):
+        text.encode("utf-8")  # loggable
+
+
 def test_plain_namespace_cells_keep_a_bounded_number_of_sources_in_linecache() -> None:
     namespace: dict[str, Any] = {}
     run_cell("def f():\n    return 1 / 0", namespace=namespace)

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from dashr_ext._archive import iso_utc
 from dashr_ext._events import (
+    MAX_TIME_MS,
     Event,
     ImageBlock,
     Message,
@@ -15,6 +17,8 @@ from dashr_ext._events import (
     TextBlock,
     ToolCallBlock,
 )
+from dashr_ext._paths import utc_stamp
+from dashr_ext._recall.render import minute_utc
 from dashr_ext.errors import EventError
 
 HEADER = {
@@ -142,6 +146,14 @@ def test_parsed_message_exposes_typed_blocks() -> None:
     assert (result.tool_call_id, result.tool_name, result.is_error) == ("call_1", "read", False)
 
 
+def test_times_up_to_the_end_of_year_9999_are_accepted_and_render() -> None:
+    first = Event.from_json(_with(HEADER, ("time",), 0)).time
+    last = Event.from_json(_with(HEADER, ("time",), MAX_TIME_MS)).time
+    assert (minute_utc(first), minute_utc(last)) == ("1970-01-01 00:00Z", "9999-12-31 23:59Z")
+    assert iso_utc(last) == "9999-12-31T23:59:59.999Z"
+    assert utc_stamp(last) == "99991231T235959999Z"
+
+
 def test_replace_surface_op_is_typed() -> None:
     event = Event.from_json(REPLACE)
     assert event.surface_op == Replace(1, 6)
@@ -204,6 +216,20 @@ _DELETE = object()
             _with(REPLACE, ("surfaceOp",), {"op": "replace", "startSeq": 1}),
             "a replace needs integer startSeq and endSeq",
         ),
+        (
+            _with(REPLACE, ("surfaceOp",), {"op": "replace", "startSeq": 1, "endSeq": True}),
+            "event.surfaceOp.endSeq: a replace needs integer startSeq and endSeq, got bool",
+        ),
+        (
+            _with(REPLACE, ("surfaceOp",), {"op": "replace", "startSeq": False, "endSeq": 6}),
+            "event.surfaceOp.startSeq: a replace needs integer startSeq and endSeq, got bool",
+        ),
+        (
+            _with(HEADER, ("time",), 10**20),
+            "event.time: expected epoch milliseconds from 0 to 253402300799999 "
+            "(9999-12-31T23:59:59.999Z), got 100000000000000000000",
+        ),
+        (_with(ASSISTANT, ("time",), -1), "event.time: expected epoch milliseconds"),
         (
             {"seq": 3, "type": "turn/start", "time": 2, "data": {"turn": "1"}},
             "data.turn: expected int, got str",

@@ -21,6 +21,13 @@ def tc(cid: str, name: str = "bash", arguments: str = '{"command": "ls"}') -> di
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 @pytest.fixture
 def session(tmp_path: Path, clock: Any) -> Session:
     s = Session.create(tmp_path / "s.jsonl", clock=clock)
@@ -93,6 +100,60 @@ def test_reasoning_parts_images_and_extra_keys_round_trip(session: Session) -> N
     assert assistant.content[0] == ReasoningBlock("The user wants a caption.")
 
 
+def test_assistant_refusals_and_images_round_trip_in_their_exact_shapes(
+    session: Session,
+) -> None:
+    plot = {"url": "https://example.com/plot.png", "detail": "high"}
+    messages = [
+        {"role": "user", "content": "Draw the plot with our logo."},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Here is the plot:"},
+                {"type": "image_url", "image_url": plot},
+                {"type": "refusal", "refusal": "I can't reproduce the logo."},
+            ],
+        },
+        {"role": "user", "content": "Then describe it."},
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "user", "content": "Please?"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+    ]
+    session.record_openai(copy.deepcopy(messages))
+    assert to_openai(session) == messages
+    assert session.path is not None
+    with Session.open(session.path, read_only=True) as reopened:
+        assert to_openai(reopened) == messages
+    first = session.event(session.surface[1]).message
+    assert first.text == "Here is the plot:\nI can't reproduce the logo."  # searchable, metered
+    image = first.content[1]
+    assert isinstance(image, ImageBlock) and image.extra == plot
+    assert first.extra["openai"]["refusals"] == [2]
+    top_level = session.event(session.surface[3]).message
+    assert top_level.extra["openai"]["extra"] == {"refusal": "I can't help with that."}
+
+
+def test_surrogates_in_input_are_replaced_and_the_record_is_valid_utf8(session: Session) -> None:
+    session.record_openai(
+        [
+            {"role": "user", "content": "open caf\udce9.csv \ud83d\ude00", "name": "ana\ud800"},
+            {"role": "assistant", "content": None, "tool_calls": [tc("c\udce9")]},
+            {"role": "tool", "tool_call_id": "c\udce9", "content": "caf\udce9.csv"},
+            {"role": "assistant", "content": [{"type": "text", "text": "x\udfff"}]},
+        ]
+    )
+    assert to_openai(session) == [
+        {"role": "user", "content": "open caf\ufffd.csv \U0001f600", "name": "ana\ufffd"},
+        {"role": "assistant", "content": None, "tool_calls": [tc("c\ufffd")]},
+        {"role": "tool", "tool_call_id": "c\ufffd", "content": "caf\ufffd.csv"},
+        {"role": "assistant", "content": [{"type": "text", "text": "x\ufffd"}]},
+    ]
+    assert session.path is not None
+    session.path.read_bytes().decode("utf-8")
+    with Session.open(session.path, read_only=True) as reopened:
+        assert reopened.event(reopened.surface[2]).message.text == "caf\ufffd.csv"
+
+
 def test_documented_normalisations(session: Session) -> None:
     call = tc("c1")
     call["index"] = 0  # streaming artefact: dropped
@@ -127,6 +188,54 @@ def test_documented_normalisations(session: Session) -> None:
             {"role": "assistant", "content": None, "tool_calls": [tc("c2", arguments="{not json")]},
             "tool_calls[0].function.arguments",
             "not valid JSON",
+        ),
+        (
+            {"role": "assistant", "content": None, "tool_calls": [tc("c2", arguments="NaN")]},
+            "tool_calls[0].function.arguments",
+            "not valid JSON (NaN is not JSON; numbers must be finite)",
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [tc("c2", arguments='{"x": -Infinity}')],
+            },
+            "tool_calls[0].function.arguments",
+            "-Infinity is not JSON",
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [tc("c2", arguments="[" * 5000 + "]" * 5000)],
+            },
+            "tool_calls[0].function.arguments",
+            "not valid JSON (nested more than 64 levels deep)",
+        ),
+        (
+            {"role": "user", "content": "x", "meta": _nested(1000)},
+            "meta",
+            "nested more than 59 levels deep; a message field may nest at most 59 levels",
+        ),
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR!!w0="}}
+                ],
+            },
+            "content[0].image_url.url",
+            "data URL is not valid base64",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": None}]},
+            "content[0].refusal",
+            "expected a string",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "input_audio"}]},
+            "content[0].type",
+            "expected 'text', 'refusal' or 'image_url', got 'input_audio'",
         ),
         (
             {"role": "assistant", "content": None, "tool_calls": [tc("c2", arguments={"a": 1})]},  # type: ignore[arg-type]

@@ -10,8 +10,10 @@ The accepted message shapes:
 * ``{"role": "system", "content": str | [text parts]}`` — an envelope change
   (``system/message``, log-only), never a surface node;
 * ``{"role": "user", "content": str | [parts]}`` with ``text`` and ``image_url`` parts;
-* ``{"role": "assistant", "content": str | None | [text parts], "tool_calls": [...],
-  "reasoning_content": str}`` (DeepSeek-style reasoning becomes a reasoning block);
+* ``{"role": "assistant", "content": str | None | [parts], "tool_calls": [...],
+  "reasoning_content": str}`` with ``text``, ``refusal`` and ``image_url`` parts (DeepSeek-style
+  reasoning becomes a reasoning block; a refusal part becomes a text block, remembered as a
+  refusal so it is emitted as one);
 * ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
 
 The round-trip through :func:`to_openai` is exact except for these normalisations:
@@ -20,8 +22,16 @@ The round-trip through :func:`to_openai` is exact except for these normalisation
 2. key order follows this module, not the input;
 3. ``compact-checkpoint`` and ``context/message`` nodes render as ``user`` messages.
 
-Keys this module does not interpret (``name`` and the like) are kept on the event under
-``message["openai"]["extra"]`` and emitted again unchanged.
+Keys this module does not interpret (``name``, an assistant's top-level ``refusal`` and the
+like) are kept on the event under ``message["openai"]["extra"]`` and emitted again unchanged.
+
+Input is made safe to log before it is translated: every string (keys included) goes through
+:func:`~dashr_ext._jsontext.utf8_text`, so surrogates UTF-8 cannot encode are replaced
+(a lone one by U+FFFD) rather than failing the write; each field of a message may nest at
+most ``MAX_JSON_DEPTH - 5`` levels (the event, ``data``, the message, ``openai`` and
+``extra`` surround it in the log line); tool-call arguments must be strict JSON
+(:func:`~dashr_ext._jsontext.loads_json`: no ``NaN``, at most ``MAX_JSON_DEPTH`` levels);
+a base64 data URL must be valid base64.
 
 Malformed input raises :class:`~dashr_ext.errors.FormatError` naming the field (for a list,
 ``messages[3].tool_calls[0].function.arguments``); nothing is appended then, not even the
@@ -34,7 +44,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._events import (
     Event,
@@ -46,10 +56,8 @@ from .._events import (
     block_to_json,
     render_image,
 )
+from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
 from ..errors import FormatError
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "KnownToolCalls",
@@ -59,6 +67,8 @@ __all__ = [
     "to_openai",
 ]
 
+_FIELD_DEPTH = MAX_JSON_DEPTH - 5
+"""How deeply one field of a message may nest: event, data, message, openai, extra wrap it."""
 _KNOWN_KEYS = {
     "system": {"role", "content"},
     "user": {"role", "content"},
@@ -122,6 +132,14 @@ class _Converter:
         self.new_calls: dict[str, str] = {}
 
     def convert(self, m: Mapping[str, Any], p: str) -> EventSpec:
+        for key, value in m.items():
+            if json_depth(value, _FIELD_DEPTH) > _FIELD_DEPTH:
+                raise FormatError(
+                    f"{p}{key}",
+                    f"nested more than {_FIELD_DEPTH} levels deep; a message field may nest "
+                    f"at most {_FIELD_DEPTH} levels",
+                )
+        m = utf8_json(dict(m))  # bounded above, so the walk ends even on a cyclic input
         role = m.get("role")
         if role not in _KNOWN_KEYS:
             raise FormatError(
@@ -152,7 +170,7 @@ class _Converter:
             if not isinstance(reasoning, str):
                 raise FormatError(f"{p}reasoning_content", "expected a string or null")
             blocks.append(ReasoningBlock(reasoning))
-        content, parts = _text_content(m, p, allow_none=True)
+        content, parts, refusals = _assistant_content(m, p)
         blocks.extend(content)
         raw_calls = m.get("tool_calls")
         if raw_calls is not None:
@@ -161,6 +179,8 @@ class _Converter:
             for i, call in enumerate(raw_calls):
                 blocks.append(self._tool_call(call, f"{p}tool_calls[{i}]"))
         msg = _message("assistant", {"kind": "model", "model": None}, blocks, parts, extra)
+        if refusals:
+            msg.setdefault("openai", {})["refusals"] = refusals
         if raw_calls == []:
             msg.setdefault("openai", {})["emptyToolCalls"] = True
         elif raw_calls is None and "tool_calls" in m:
@@ -188,7 +208,7 @@ class _Converter:
                 f"{p}.function.arguments", f"expected a JSON string, got {type(args).__name__}"
             )
         try:
-            json.loads(args)
+            loads_json(args)
         except ValueError as exc:
             raise FormatError(f"{p}.function.arguments", f"not valid JSON ({exc})") from None
         if call_id in self.new_calls or self.calls.tool_call_seq(call_id) is not None:
@@ -276,21 +296,40 @@ def _user_content(m: Mapping[str, Any], p: str) -> tuple[list[Any], bool]:
     content = m.get("content")
     if not isinstance(content, list):
         return _text_content(m, p, allow_none=False)
+    blocks, _ = _parts(content, p, ("text", "image_url"))
+    return blocks, True
+
+
+def _assistant_content(m: Mapping[str, Any], p: str) -> tuple[list[Any], bool, list[int]]:
+    """(blocks, given as parts, indices of the refusal parts) of an assistant's content."""
+    content = m.get("content")
+    if not isinstance(content, list):
+        blocks, parts = _text_content(m, p, allow_none=True)
+        return blocks, parts, []
+    blocks, refusals = _parts(content, p, ("text", "refusal", "image_url"))
+    return blocks, True, refusals
+
+
+def _parts(content: list[Any], p: str, accepted: tuple[str, ...]) -> tuple[list[Any], list[int]]:
+    """The blocks of content parts of the ``accepted`` types, and which parts were refusals."""
     blocks: list[Any] = []
+    refusals: list[int] = []
     for i, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise FormatError(f"{p}content[{i}].text", "expected a string")
-            blocks.append(TextBlock(text))
-        elif kind == "image_url":
+        if kind not in accepted:
+            names = f"{', '.join(map(repr, accepted[:-1]))} or {accepted[-1]!r}"
+            raise FormatError(f"{p}content[{i}].type", f"expected {names}, got {kind!r}")
+        if kind == "image_url":
             blocks.append(_image(part, f"{p}content[{i}]"))
-        else:
-            raise FormatError(
-                f"{p}content[{i}].type", f"expected 'text' or 'image_url', got {kind!r}"
-            )
-    return blocks, True
+            continue
+        key = "refusal" if kind == "refusal" else "text"
+        text = part.get(key)
+        if not isinstance(text, str):
+            raise FormatError(f"{p}content[{i}].{key}", "expected a string")
+        if kind == "refusal":
+            refusals.append(i)
+        blocks.append(TextBlock(text))
+    return blocks, refusals
 
 
 def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
@@ -304,7 +343,7 @@ def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
         media_type = header[5:].split(";")[0] or "image/*"
         if ";base64" in header:
             try:
-                size = len(base64.b64decode(payload, validate=False))
+                size = len(base64.b64decode(payload, validate=True))
             except ValueError:
                 raise FormatError(f"{p}.image_url.url", "data URL is not valid base64") from None
     extra: dict[str, Any] = {"url": url}
@@ -351,9 +390,9 @@ def event_to_openai(event: Event) -> dict[str, Any]:
     openai: Mapping[str, Any] = msg.extra.get("openai") or {}
     out: dict[str, Any]
     if event.type == "assistant/message":
-        text = [b for b in msg.content if isinstance(b, TextBlock)]
-        shown = text or openai.get("parts")
-        out = {"role": "assistant", "content": _emit_text(text, openai) if shown else None}
+        parts = [b for b in msg.content if isinstance(b, TextBlock | ImageBlock)]
+        shown = parts or openai.get("parts")
+        out = {"role": "assistant", "content": _emit_text(parts, openai) if shown else None}
         calls = msg.tool_calls
         if openai.get("nullToolCalls"):
             out["tool_calls"] = None
@@ -383,9 +422,12 @@ def event_to_openai(event: Event) -> dict[str, Any]:
 
 def _emit_text(blocks: Sequence[Any], openai: Mapping[str, Any]) -> Any:
     if openai.get("parts"):
+        refusals = frozenset(openai.get("refusals") or ())
         parts: list[dict[str, Any]] = []
         for b in blocks:
-            if isinstance(b, TextBlock):
+            if isinstance(b, TextBlock) and len(parts) in refusals:
+                parts.append({"type": "refusal", "refusal": b.text})
+            elif isinstance(b, TextBlock):
                 parts.append({"type": "text", "text": b.text})
             elif isinstance(b, ImageBlock) and "url" in b.extra:
                 image: dict[str, Any] = {"url": b.extra["url"]}

@@ -2,16 +2,18 @@
 
 The schemas are static text plus the configured budgets. :func:`tool_arguments` turns a
 model's tool call into keyword arguments or raises :class:`RecallError` with a message meant
-to be sent back to the model as the tool's (error) result.
+to be sent back to the model as the tool's (error) result. A JSON arguments string must be
+strict JSON (no ``NaN`` or ``Infinity``) nested at most ``MAX_JSON_DEPTH`` (64) levels deep
+(:func:`~dashr_ext._jsontext.loads_json`, which never recurses into a ``RecursionError``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from .._config import RecallConfig
+from .._jsontext import loads_json
 from ..errors import RecallError
 from .render import END_OF_RANGE
 
@@ -56,7 +58,7 @@ def _arguments(name: str, arguments: object) -> dict[str, Any]:
         if not arguments.strip():
             return {}
         try:
-            value = json.loads(arguments)
+            value = loads_json(arguments)
         except ValueError as exc:
             raise RecallError(
                 f"{name}: arguments must be a JSON object, got invalid JSON ({exc})"

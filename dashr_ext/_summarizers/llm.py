@@ -16,6 +16,7 @@ import httpx
 from .._checkpoints import is_checkpoint
 from .._client import API_KEY_ENV, DEFAULT_TIMEOUT, ChatClient
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from .._jsontext import utf8_text
 from .._templates import render
 from ..errors import (
     ConfigError,
@@ -320,8 +321,12 @@ def _as_summarizer_error(exc: EndpointError) -> SummarizerEndpointError:
 
 
 def _clean(text: str) -> str:
-    """The summary without reasoning tags, a wrapping code fence or a wrapping summary tag."""
-    text = _THINK.sub("", text).strip()
+    """The summary without reasoning tags, a wrapping code fence or a wrapping summary tag.
+
+    Surrogates UTF-8 cannot encode (a JSON ``"\\ud800"`` escape in the reply) are replaced
+    first, as :func:`~dashr_ext._jsontext.utf8_text` does: a lone one by U+FFFD.
+    """
+    text = _THINK.sub("", utf8_text(text)).strip()
     if match := _FENCE.match(text):
         text = match.group(1).strip()
     if match := _WRAPPER.match(text):
