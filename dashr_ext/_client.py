@@ -472,6 +472,8 @@ def _parse_json(content: bytes) -> tuple[Any, str | None]:
         return json.loads(content), None
     except ValueError as exc:
         return None, str(exc)
+    except RecursionError:
+        return None, "nested too deeply to parse"
 
 
 def _check_number(name: str, value: object, low: float, *, integer: bool = False) -> None:

@@ -262,3 +262,12 @@ def test_close_closes_the_async_client_of_an_idle_or_a_running_loop(
         gc.collect()
     assert len(created) == 3
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_body_nested_too_deeply_to_parse_is_a_typed_endpoint_error() -> None:
+    seen: list[httpx.Request] = []
+    deep = httpx.Response(200, content=b"[" * 100_000 + b"]" * 100_000)
+    with client_for(deep, seen=seen) as client, pytest.raises(EndpointError) as caught:
+        client.complete({"messages": []})
+    assert "not JSON (nested too deeply to parse)" in str(caught.value)
+    assert caught.value.status_code == 200
