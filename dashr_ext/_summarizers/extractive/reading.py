@@ -289,6 +289,6 @@ def _parse_args(arguments: str) -> dict[str, Any] | None:
     """The JSON object of a tool call's arguments, else None."""
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # a log written before nesting was bounded
         return None
     return value if isinstance(value, dict) else None
