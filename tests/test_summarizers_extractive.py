@@ -471,3 +471,17 @@ def test_a_script_written_and_run_by_one_command_names_the_files_it_opens() -> N
 def test_one_command_gives_a_file_one_word_the_strongest() -> None:
     files = files_of([("c1", "bash", {"command": "cat x.py && rm x.py"})])
     assert "- `x.py` — deleted ×1" in files
+
+
+def test_tool_arguments_too_deep_to_parse_from_an_older_log_are_skipped() -> None:
+    deep = '{"command": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    span = [
+        user(1, FIRST_REQUEST),
+        assistant(2, "Trying the odd call.", [("c1", "bash", deep)]),
+        tool(3, "c1", "ok"),
+        assistant(4, "Now the tests.", [("c2", "bash", {"command": "pytest -q"})]),
+        tool(5, "c2", "5 passed in 0.1s"),
+    ]
+    text = summarize(span)  # before: RecursionError out of the summarizer
+    assert "pytest -q" in text
+    assert "5 passed" in text
