@@ -511,6 +511,7 @@ class Session:
             raise EventError("a session has exactly one session/header, at seq 0")
         op = event.surface_op
         if op is None:
+            self._check_shadowed_seqs(event)
             return
         message = event.message
         if event.type == "tool/result":
@@ -519,6 +520,18 @@ class Session:
             self._check_replace(event, op, message)
         else:
             self._check_new_calls(message)
+
+    def _check_shadowed_seqs(self, event: Event) -> None:
+        """A ``compaction/summary`` names one or more surface events already in the log."""
+        if event.type != "compaction/summary":
+            return
+        seqs = event.data["shadowedSeqs"]
+        bad = [q for q in seqs if not (0 <= q < event.seq and self._events[q].surface_op)]
+        if bad or not seqs:
+            raise EventError(
+                f"event {event.seq} (compaction/summary) data.shadowedSeqs: expected one or more "
+                f"seqs of surface events below {event.seq}, got {bad[0] if bad else 'none'}"
+            )
 
     def _check_new_calls(self, message: Message) -> None:
         seen: set[str] = set()
