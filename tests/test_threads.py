@@ -203,6 +203,21 @@ def test_two_threads_opening_a_turn_at_once_open_exactly_one(tmp_path: Path) -> 
     assert [t.index for t in again.turns] == list(range(1, 26))
 
 
+def test_planning_on_a_measurement_the_session_has_moved_past_is_refused(tmp_path: Path) -> None:
+    """Another thread recorded between measuring and planning: the plan would mis-size."""
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 12, chars=600, user="go")
+    measured = d.measure()
+    assert d.engine.plan("manual", measured) is not None
+    d.record_openai({"role": "user", "content": "One more thing."})
+    before = len(d.session)
+
+    with pytest.raises(CompactionError, match="changed after it was measured; measure it again"):
+        d.engine.plan("manual", measured)
+    assert len(d.session) == before
+    assert d.engine.plan("manual", d.measure()) is not None
+
+
 # --------------------------------------------------------------------------- summarizing
 
 
