@@ -366,4 +366,5 @@ class Dashr:
         """
         from ._plot import plot_pressure
 
-        return plot_pressure(self, ax=ax)
+        with self.session.lock:
+            return plot_pressure(self, ax=ax)
