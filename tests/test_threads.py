@@ -29,7 +29,7 @@ from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._meter import TokenMeter
 from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
-from dashr_ext.errors import CompactionError, StoreError, SurfaceError
+from dashr_ext.errors import CompactionError, CompactionWarning, StoreError, SurfaceError
 
 pytestmark = pytest.mark.filterwarnings("ignore::dashr_ext.errors.CompactionWarning")
 
@@ -305,7 +305,7 @@ def test_a_pressure_check_while_another_thread_summarizes_sends_the_request_unco
     record_steps(d, 12, chars=600, user="go")
     with pass_in_background(d) as outcome:
         before = len(d.session)
-        with pytest.warns(Warning, match="still running"):
+        with pytest.warns(CompactionWarning, match="still running"):
             messages = d.request_messages()  # no second pass, no CompactionInProgressError
         assert len(d.session) == before  # nothing was written
         assert messages == d.session.messages()
@@ -366,9 +366,10 @@ def test_a_reader_never_sees_an_append_that_then_failed(
         time.sleep(0.2)  # give the reader time to read, if nothing stops it
         release.set()
 
-    before = d.session.surface
+    before, total_before = d.session.surface, d.measure().total
     assert run_threads(writer, reader, releaser) == []
     assert seen["surface"] == before
+    assert seen["total"] == total_before
     assert seen["hits"] == nothing_found
     d.record_openai({"role": "user", "content": "short"})  # takes the doomed events' seqs
     assert matched(d.history_search("doomed").text) == 0
