@@ -199,8 +199,8 @@ def test_two_threads_opening_a_turn_at_once_open_exactly_one(tmp_path: Path) -> 
 
     assert len(refused) == 25
     assert all("is still open; end it first" in str(exc) for exc in refused)
-    again = Session.open(tmp_path / "s.jsonl", read_only=True)
-    assert [t.index for t in again.turns] == list(range(1, 26))
+    with Session.open(tmp_path / "s.jsonl", read_only=True) as again:
+        assert [t.index for t in again.turns] == list(range(1, 26))
 
 
 def test_planning_on_a_measurement_the_session_has_moved_past_is_refused(tmp_path: Path) -> None:
