@@ -6,6 +6,10 @@ It is the one object harnesses, notebooks and the CLI hold::
                                               retain_tokens=4_000)) as d:
         d.record_openai({"role": "user", "content": "Fix the failing retry tests."})
         messages = d.request_messages()      # compacts first when over the threshold
+
+Threads may share a controller: each method is atomic, holding the session's lock
+(``d.session.lock``), except while a compaction pass waits for its summarizer; recording
+goes on meanwhile, and a pass whose surface changed under it fails recoverably.
 """
 
 from __future__ import annotations
@@ -91,10 +95,11 @@ class Dashr:
         The recall tools' tokens are given whether or not they are offered yet (they are from
         the first checkpoint on), so a plot can add them where they start.
         """
-        return (
-            self._tools_tokens(self.extra_tools),
-            self._tools_tokens(recall_tool_schemas(self._recall_config)),
-        )
+        with self.session.lock:
+            return (
+                self._tools_tokens(self.extra_tools),
+                self._tools_tokens(recall_tool_schemas(self._recall_config)),
+            )
 
     def _extra(self) -> ExtraEnvelope:
         """The envelope beyond the session header, as data for the engine's measurements."""
@@ -227,8 +232,9 @@ class Dashr:
     def config(self, value: CompactionConfig) -> None:
         if not isinstance(value, CompactionConfig):
             raise ConfigError("config", "a CompactionConfig", value)
-        self._config = value
-        self.engine = self._make_engine()
+        with self.session.lock:
+            self._config = value
+            self.engine = self._make_engine()
 
     @property
     def recall_config(self) -> RecallConfig:
@@ -238,9 +244,10 @@ class Dashr:
     def recall_config(self, value: RecallConfig) -> None:
         if not isinstance(value, RecallConfig):
             raise ConfigError("recall", "a RecallConfig", value)
-        self._recall_config = value
-        self.recall.config = value
-        self.engine = self._make_engine()  # the pointer setting belongs to the pass protocol
+        with self.session.lock:
+            self._recall_config = value
+            self.recall.config = value
+            self.engine = self._make_engine()  # the pointer setting belongs to the pass protocol
 
     @property
     def summarizer(self) -> Summarizer:
@@ -249,8 +256,10 @@ class Dashr:
     @summarizer.setter
     def summarizer(self, value: str | Summarizer) -> None:
         """Swap the summarizer (a name or an object); later passes use it."""
-        self._summarizer = make_summarizer(value)
-        self.engine = self._make_engine()
+        summarizer = make_summarizer(value)
+        with self.session.lock:
+            self._summarizer = summarizer
+            self.engine = self._make_engine()
 
     # ------------------------------------------------------------------ recording
 
@@ -273,27 +282,28 @@ class Dashr:
                 raise ConfigError(name, "an integer >= 0" + (" or None" if optional else ""), value)
         # The usage describes the last request: anchor on its final node, not on whatever was
         # recorded since (the reply itself is not part of the prompt).
-        at_seq = self._request_at_seq
-        if at_seq is None or at_seq >= len(self.session):
-            surface = self.session.surface
-            at_seq = surface[-1] if surface else 0
-        return self.session.append_log(
-            "usage/report",
-            {"promptTokens": prompt_tokens, "completionTokens": completion_tokens, "atSeq": at_seq},
-        )
+        with self.session.lock:
+            at_seq = self._request_at_seq
+            if at_seq is None or at_seq >= len(self.session):
+                surface = self.session.surface
+                at_seq = surface[-1] if surface else 0
+            data = {"promptTokens": prompt_tokens, "completionTokens": completion_tokens}
+            return self.session.append_log("usage/report", {**data, "atSeq": at_seq})
 
     # ------------------------------------------------------------------ compaction
 
     def measure(self) -> Measurement:
         """Tokens of the next request: envelope plus every surface node."""
-        return self.engine.measure(self._extra())
+        with self.session.lock:
+            return self.engine.measure(self._extra())
 
     def request_messages(self) -> list[dict[str, Any]]:
         """Run the pressure check (may compact), then derive the next request's messages."""
-        self.engine.before_request(self._extra())
-        surface = self.session.surface
-        self._request_at_seq = surface[-1] if surface else None
-        return self.session.messages()
+        self.engine.before_request(self._extra())  # takes the lock itself, never to summarize
+        with self.session.lock:
+            surface = self.session.surface
+            self._request_at_seq = surface[-1] if surface else None
+            return self.session.messages()
 
     def compact(
         self,
@@ -313,33 +323,39 @@ class Dashr:
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every committed checkpoint, oldest first."""
-        return self.recall.checkpoints()
+        with self.session.lock:
+            return self.recall.checkpoints()
 
     # ------------------------------------------------------------------ recall
 
     def history_outline(self) -> RecallResult:
         """Event count, every checkpoint, then the turns (SPEC 8)."""
-        return self.recall.outline()
+        with self.session.lock:
+            return self.recall.outline()
 
     def history_read(
         self, checkpoint: str | None = None, seq: int | None = None, cursor: str | None = None
     ) -> RecallResult:
         """A page of a checkpoint's originals, or of the history forward from ``seq``."""
-        return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
+        with self.session.lock:
+            return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
 
     def history_search(
         self, query: str, checkpoint: str | None = None, limit: int | None = None
     ) -> RecallResult:
         """Case-insensitive literal search over shadowed and visible history."""
-        return self.recall.search(query, checkpoint=checkpoint, limit=limit)
+        with self.session.lock:
+            return self.recall.search(query, checkpoint=checkpoint, limit=limit)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI ``tools`` entries for the recall tools; [] until there is a checkpoint."""
-        return self.recall.tool_schemas()
+        with self.session.lock:
+            return self.recall.tool_schemas()
 
     def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
         """Run a model's call of a recall tool; returns the tool's text."""
-        return self.recall.call_tool(name, arguments)
+        with self.session.lock:
+            return self.recall.call_tool(name, arguments)
 
     # ------------------------------------------------------------------ plotting
 
@@ -350,4 +366,5 @@ class Dashr:
         """
         from ._plot import plot_pressure
 
-        return plot_pressure(self, ax=ax)
+        with self.session.lock:
+            return plot_pressure(self, ax=ax)

@@ -163,8 +163,9 @@ def status_report(c: Dashr) -> Report:
 def dry_run_report(c: Dashr) -> Report:
     """``%compact --dry-run``: the range a manual pass would compact; commits nothing."""
     s = c.session
-    measured = c.measure()
-    plan = c.engine.plan("manual", measured)
+    with s.lock:  # plan on the state measured, whatever other threads record
+        measured = c.measure()
+        plan = c.engine.plan("manual", measured)
     if plan is None:
         return Report.of(
             "dry run: nothing to compact",

@@ -10,7 +10,8 @@ and keeps three folds of it up to date as events are appended:
 
 Opening a file replays it through the same folds, so the live state and the replayed state
 are equal by construction. Appends are validated before anything is written: a failed append
-leaves the log, the file and every fold exactly as they were.
+leaves the log, the file and every fold exactly as they were. Threads may share a session:
+every append, and every read that spans several folds, holds :attr:`Session.lock`.
 
 This module knows nothing of compaction; it only offers the queries a range selector needs
 (:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +43,7 @@ from ._formats.openai import to_event_specs, to_openai
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
-from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit
+from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
 # Step, Turn and Unit are re-exported: Session's turn queries return them.
@@ -67,6 +69,7 @@ class Session:
         self._store = store
         self._read_only = read_only
         self._clock = clock
+        self._lock = threading.RLock()
         self._reset()
         for event in events:
             self._check(event)
@@ -163,9 +166,10 @@ class Session:
         return session
 
     def close(self) -> None:
-        """Release the writer lock (idempotent)."""
-        if self._store is not None:
-            self._store.close()
+        """Release the writer lock (idempotent); an append in progress finishes first."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
     def __enter__(self) -> Session:
         return self
@@ -191,6 +195,11 @@ class Session:
         self._surface_version = 0
         self._balance_cache: tuple[int, list[bool]] | None = None
         self._pos_cache: tuple[int, dict[int, int]] | None = None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Re-entrant; every append holds it. Hold it to read several folds as one state."""
+        return self._lock
 
     @property
     def path(self) -> Path | None:
@@ -222,7 +231,8 @@ class Session:
     @property
     def surface(self) -> Sequence[int]:
         """The current surface: ordered seqs of the nodes the next request is built from."""
-        return tuple(self._surface)
+        with self._lock:
+            return tuple(self._surface)
 
     @property
     def surface_version(self) -> int:
@@ -265,7 +275,8 @@ class Session:
 
     def pending_tool_calls(self) -> list[str]:
         """Ids of current tool calls that have no result yet, in call order."""
-        return [cid for cid in self._pending if self._call_seq[cid] in self._current]
+        with self._lock:
+            return [cid for cid in self._pending if self._call_seq[cid] in self._current]
 
     def balanced_cuts(self) -> list[bool]:
         """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
@@ -273,38 +284,40 @@ class Session:
         Length is ``len(surface) + 1``; ``cuts[0]`` and ``cuts[-1]``... the ends are balanced
         unless a tool call still waits for its result (then every cut after it is not).
         """
-        if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
-            return self._balance_cache[1]
-        n = len(self._surface)
-        diff = [0] * (n + 2)
-        for cid, call_seq in self._call_seq.items():
-            if call_seq not in self._current:
-                continue
-            a = self.position(call_seq)
-            result_seq = self._result_seq.get(cid)
-            if result_seq is None:
-                b = n  # pending: no cut after the call is balanced
-            elif result_seq in self._current:
-                b = self.position(result_seq)
-            else:
-                continue
-            if b > a:
-                diff[a + 1] += 1
-                diff[b + 1] -= 1
-        cuts: list[bool] = []
-        running = 0
-        for k in range(n + 1):
-            running += diff[k]
-            cuts.append(running == 0)
-        self._balance_cache = (self._surface_version, cuts)
-        return cuts
+        with self._lock:
+            if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
+                return self._balance_cache[1]
+            n = len(self._surface)
+            diff = [0] * (n + 2)
+            for cid, call_seq in self._call_seq.items():
+                if call_seq not in self._current:
+                    continue
+                a = self.position(call_seq)
+                result_seq = self._result_seq.get(cid)
+                if result_seq is None:
+                    b = n  # pending: no cut after the call is balanced
+                elif result_seq in self._current:
+                    b = self.position(result_seq)
+                else:
+                    continue
+                if b > a:
+                    diff[a + 1] += 1
+                    diff[b + 1] -= 1
+            cuts: list[bool] = []
+            running = 0
+            for k in range(n + 1):
+                running += diff[k]
+                cuts.append(running == 0)
+            self._balance_cache = (self._surface_version, cuts)
+            return cuts
 
     # ------------------------------------------------------------------ turns and steps
 
     @property
     def turns(self) -> list[Turn]:
         """Every turn, oldest first (closed turns are built once and reused)."""
-        return self._turns.turns()
+        with self._lock:
+            return self._turns.turns()
 
     @property
     def open_turn(self) -> int | None:
@@ -317,41 +330,49 @@ class Session:
 
     def executing_seqs(self) -> set[int]:
         """Seqs of the surface events belonging to the step executing right now."""
-        return self._turns.executing_seqs()
+        with self._lock:
+            return self._turns.executing_seqs()
 
     def units(self) -> list[Unit]:
         """The surface split into indivisible units (whole steps, standalone messages)."""
-        return self._turns.units(self._surface)
+        with self._lock:
+            return self._turns.units(self._surface)
 
     def begin_turn(self) -> Event:
         """Mark the start of a turn explicitly (recorded messages then get no inferred markers)."""
-        if self.open_turn is not None:
-            raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
-        return self.append([EventSpec("turn/start", {"turn": self._turns.next_turn()})])[0]
+        with self._lock:
+            if self.open_turn is not None:
+                raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
+            return self.append([EventSpec("turn/start", {"turn": self._turns.next_turn()})])[0]
 
     def end_turn(self, reason: str = "completed") -> Event:
-        turn = self.open_turn
-        if turn is None:
-            raise SurfaceError("no turn is open")
-        specs = []
-        if self.open_step is not None:
-            specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
-        specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
-        return self.append(specs)[-1]
+        with self._lock:
+            turn = self.open_turn
+            if turn is None:
+                raise SurfaceError("no turn is open")
+            specs = []
+            if self.open_step is not None:
+                specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
+            specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
+            return self.append(specs)[-1]
 
     def begin_step(self) -> Event:
-        if self.open_turn is None:
-            raise SurfaceError("no turn is open; call begin_turn() first")
-        if self.open_step is not None:
-            raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
-        spec = EventSpec("step/start", {"turn": self.open_turn, "step": self._turns.next_step()})
-        return self.append([spec])[0]
+        with self._lock:
+            if self.open_turn is None:
+                raise SurfaceError("no turn is open; call begin_turn() first")
+            if self.open_step is not None:
+                raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
+            spec = EventSpec(
+                "step/start", {"turn": self.open_turn, "step": self._turns.next_step()}
+            )
+            return self.append([spec])[0]
 
     def end_step(self) -> Event:
-        step = self.open_step
-        if step is None:
-            raise SurfaceError("no step is open")
-        return self.append([EventSpec("step/end", {"turn": step[0], "step": step[1]})])[0]
+        with self._lock:
+            step = self.open_step
+            if step is None:
+                raise SurfaceError("no step is open")
+            return self.append([EventSpec("step/end", {"turn": step[0], "step": step[1]})])[0]
 
     @property
     def infers_markers(self) -> bool:
@@ -373,15 +394,16 @@ class Session:
         is_error: bool = False,
     ) -> Event:
         """Append the result of a waiting tool call (``tool_name`` defaults to the call's)."""
-        msg = {
-            "role": "tool",
-            "source": {"kind": "tool"},
-            "content": [block_to_json(b) for b in text_blocks(content)],
-            "toolCallId": tool_call_id,
-            "toolName": tool_name or self._call_name.get(tool_call_id, ""),
-            "isError": is_error,
-        }
-        return self.append([EventSpec("tool/result", {"message": msg}, "append")])[0]
+        with self._lock:
+            msg = {
+                "role": "tool",
+                "source": {"kind": "tool"},
+                "content": [block_to_json(b) for b in text_blocks(content)],
+                "toolCallId": tool_call_id,
+                "toolName": tool_name or self._call_name.get(tool_call_id, ""),
+                "isError": is_error,
+            }
+            return self.append([EventSpec("tool/result", {"message": msg}, "append")])[0]
 
     def append_log(self, type: str, data: Mapping[str, Any]) -> Event:
         """Append one log-only event (``compaction/*``, ``usage/report``, ``x-*/…``)."""
@@ -416,39 +438,40 @@ class Session:
         with ``"inferred": true``, unless the harness marks turns itself
         (:attr:`infers_markers`). The returned events include those markers.
         """
-        if self._read_only:
-            raise ReadOnlyError(
-                f"session {self._session_id or '(unknown)'} was opened read-only; "
-                "open it without read_only=True to write"
-            )
-        if not specs:
-            return []
-        if keys := configured_keys():  # no API key is ever recorded (SPEC §12)
-            specs = [dataclasses.replace(s, data=scrub_keys(s.data, keys)) for s in specs]
-        base = len(self._events)
-        durable = False
-        try:
-            for spec in specs:
-                if infer_markers and spec.surface_op == "append" and self.infers_markers:
-                    before, after = self._turns.implied_markers(*_message_shape(spec))
-                    for kind, data in before:
-                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
-                    self._append_one(spec)
-                    for kind, data in after:
-                        self._append_one(EventSpec(kind, {**data, "inferred": True}))
-                else:
-                    self._append_one(spec)
-            new = self._events[base:]
-            if self._store is not None:
-                self._store.append([e.to_json() for e in new])
-            durable = True
-        except BaseException:
-            # Once the batch is on disk, memory must keep it too (an interrupt arriving right
-            # after the write must not let the next append reuse its seqs).
-            if not durable and len(self._events) > base:
-                self._rollback(base)
-            raise
-        return new
+        with self._lock:
+            if self._read_only:
+                raise ReadOnlyError(
+                    f"session {self._session_id or '(unknown)'} was opened read-only; "
+                    "open it without read_only=True to write"
+                )
+            if not specs:
+                return []
+            if keys := configured_keys():  # no API key is ever recorded (SPEC §12)
+                specs = [dataclasses.replace(s, data=scrub_keys(s.data, keys)) for s in specs]
+            base = len(self._events)
+            durable = False
+            try:
+                for spec in specs:
+                    if infer_markers and spec.surface_op == "append" and self.infers_markers:
+                        before, after = self._turns.implied_markers(*message_shape(spec))
+                        for kind, data in before:
+                            self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                        self._append_one(spec)
+                        for kind, data in after:
+                            self._append_one(EventSpec(kind, {**data, "inferred": True}))
+                    else:
+                        self._append_one(spec)
+                new = self._events[base:]
+                if self._store is not None:
+                    self._store.append([e.to_json() for e in new])
+                durable = True
+            except BaseException:
+                # Once the batch is on disk, memory must keep it too (an interrupt arriving right
+                # after the write must not let the next append reuse its seqs).
+                if not durable and len(self._events) > base:
+                    self._rollback(base)
+                raise
+            return new
 
     def _append_one(self, spec: EventSpec) -> None:
         event = self._build(len(self._events), spec)
@@ -492,6 +515,7 @@ class Session:
             raise EventError("a session has exactly one session/header, at seq 0")
         op = event.surface_op
         if op is None:
+            self._check_shadowed_seqs(event)
             return
         message = event.message
         if event.type == "tool/result":
@@ -500,6 +524,18 @@ class Session:
             self._check_replace(event, op, message)
         else:
             self._check_new_calls(message)
+
+    def _check_shadowed_seqs(self, event: Event) -> None:
+        """A ``compaction/summary`` names one or more surface events already in the log."""
+        if event.type != "compaction/summary":
+            return
+        seqs = event.data["shadowedSeqs"]
+        bad = [q for q in seqs if not (0 <= q < event.seq and self._events[q].surface_op)]
+        if bad or not seqs:
+            raise EventError(
+                f"event {event.seq} (compaction/summary) data.shadowedSeqs: expected one or more "
+                f"seqs of surface events below {event.seq}, got {bad[0] if bad else 'none'}"
+            )
 
     def _check_new_calls(self, message: Message) -> None:
         seen: set[str] = set()
@@ -600,7 +636,8 @@ class Session:
         """The next request's messages, derived from the current surface (SPEC §3.2)."""
         if format != "openai":
             raise ValueError(f"format: expected 'openai', got {format!r}")
-        return to_openai(self)
+        with self._lock:
+            return to_openai(self)
 
     def record_openai(
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
@@ -609,21 +646,5 @@ class Session:
 
         The new events include the turn/step markers inferred around the messages (SPEC §3.3).
         """
-        return self.append(to_event_specs(self, message), infer_markers=True)
-
-
-def _message_shape(spec: EventSpec) -> tuple[str, str, bool]:
-    """(role, source kind, has tool calls) of a message spec, before it is validated."""
-    msg = spec.data.get("message")
-    if not isinstance(msg, Mapping):
-        return "", "", False
-    source = msg.get("source")
-    content = msg.get("content")
-    has_calls = isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") == "tool-call" for b in content
-    )
-    return (
-        str(msg.get("role")),
-        str(source.get("kind") if isinstance(source, Mapping) else ""),
-        has_calls,
-    )
+        with self._lock:
+            return self.append(to_event_specs(self, message), infer_markers=True)

@@ -75,9 +75,9 @@ class Store:
     must :meth:`load` before its first :meth:`append` when the file ends with a torn
     line. Calls on one store are serialised by an internal lock.
 
-    The store is a thin shell around a file; it knows nothing about what the objects
-    mean. :class:`Store` appends batches of objects durably, loads them back with
-    precise errors, and recovers a line torn by a crash::
+    The store is a thin shell around a file; of what the objects mean it knows only
+    their ``seq``, which is their line number. :class:`Store` appends batches of objects
+    durably, loads them back with precise errors, and recovers a line torn by a crash::
 
         with Store.create(default_session_path(new_session_id())) as store:
             store.append([{"seq": 0, "type": "session/header", ...}])
@@ -88,6 +88,11 @@ class Store:
     * **Lines.** Each object is one line, ``json.dumps(obj, ensure_ascii=False,
       separators=(",", ":"))`` in UTF-8 plus ``"\n"``; NaN and the infinities are
       refused (:class:`EventError`) because they are not JSON.
+    * **Sequence.** Line *n* (0-based) holds the object whose ``"seq"`` is *n*: ``append``
+      refuses a batch whose objects do not carry the next seqs in order (out of order,
+      repeated, missing, or not an integer) with :class:`EventError`, and writes nothing.
+      So the file never holds a line a session replay would refuse for its seq, whatever
+      the caller's threads do.
     * **Durability.** ``append`` writes a whole batch with one ``write`` call to a
       descriptor opened ``O_APPEND`` (so it always lands at the end), then
       ``os.fsync`` once (``durability="fsync"``, the default) or nothing more
@@ -138,6 +143,7 @@ class Store:
         self._closed = False
         self._mutex = threading.Lock()
         self._size = 0
+        self._lines: int | None = None  # complete lines in the file: the seq the next line holds
         self._torn = False  # the file ends with a partial line that load() has not recovered
         self._broken: str | None = None  # why appends are refused after a failed rollback
         if file is not None:
@@ -191,7 +197,9 @@ class Store:
         except BaseException:
             file.close()
             raise
-        return cls(path, read_only=False, durability=durability, file=file)
+        store = cls(path, read_only=False, durability=durability, file=file)
+        store._lines = 0
+        return store
 
     @classmethod
     def open(
@@ -284,6 +292,7 @@ class Store:
             raw_lines = text.split("\n")
             raw_lines.pop()  # the empty string after the last newline
             objs = self._parse_lines(raw_lines)
+            self._lines = len(raw_lines)
             out: list[Any]
             if parse is None:
                 out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
@@ -401,7 +410,8 @@ class Store:
         Either the whole batch is in the file when this returns, or :class:`StoreError`
         is raised and the file is back at its previous length. Raises
         :class:`ReadOnlyError` on a read-only store and :class:`EventError` (nothing
-        written) for an object that is not a JSON-serialisable dict.
+        written) for an object that is not a JSON-serialisable dict or whose ``seq`` is not
+        the next one (line *n*, counting from 0, holds seq *n*).
         """
         if self.read_only:
             raise ReadOnlyError(
@@ -422,8 +432,11 @@ class Store:
                 )
             if not payload:
                 return
-            start = self._size
             fd = file.fileno()
+            if self._lines is None:  # opened without load(): count the lines once
+                self._lines = self._read_all().count(b"\n")
+            self._check_seqs(objs, self._lines)
+            start = self._size
             try:
                 _write_fully(fd, payload)
                 if self.durability == "fsync":
@@ -439,6 +452,18 @@ class Store:
                     ) from err
                 raise StoreError(self._broken or str(err)) from err
             self._size = start + len(payload)
+            self._lines += len(objs)
+
+    def _check_seqs(self, objs: Sequence[dict[str, Any]], next_seq: int) -> None:
+        """Refuse a batch that does not continue the file's seqs (nothing is written)."""
+        for index, obj in enumerate(objs):
+            seq = obj.get("seq")
+            if type(seq) is not int or seq != next_seq + index:
+                raise EventError(
+                    f"{self.path}: batch[{index}].seq: expected {next_seq + index} (line "
+                    f"{next_seq + index + 1} of the file; seqs are dense and in file order), "
+                    f"got {seq!r}; nothing from this batch was written"
+                )
 
     def _roll_back(self, fd: int, size: int) -> bool:
         try:

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._events import Message
+from ._events import EventSpec, Message
 
-__all__ = ["MARKER_TYPES", "Marker", "Step", "Turn", "TurnFold", "Unit"]
+__all__ = ["MARKER_TYPES", "Marker", "Step", "Turn", "TurnFold", "Unit", "message_shape"]
 
 MARKER_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
@@ -222,3 +222,20 @@ class TurnFold:
 def _turn(t: Mapping[str, Any]) -> Turn:
     steps = tuple(Step(t["index"], s["index"], s["start"], s["end"]) for s in t["steps"])
     return Turn(t["index"], t["start"], t["end"], t["reason"], steps)
+
+
+def message_shape(spec: EventSpec) -> tuple[str, str, bool]:
+    """(role, source kind, has tool calls) of a message spec, before it is validated."""
+    msg = spec.data.get("message")
+    if not isinstance(msg, Mapping):
+        return "", "", False
+    source = msg.get("source")
+    content = msg.get("content")
+    has_calls = isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool-call" for b in content
+    )
+    return (
+        str(msg.get("role")),
+        str(source.get("kind") if isinstance(source, Mapping) else ""),
+        has_calls,
+    )

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import append_assistant, append_user
+from helpers import ScriptedSummarizer, append_assistant, append_user, record_steps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._events import EventSpec, TextBlock, ToolCallBlock, block_to_json
 from dashr_ext._formats.openai import to_openai
+from dashr_ext._meter import TokenMeter
 from dashr_ext._session import Session
 from dashr_ext._turns import TurnFold
 from dashr_ext.errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
@@ -240,6 +242,82 @@ def test_a_log_violating_the_surface_rules_is_a_precise_corrupt_error(
         Session.open(path)
     assert info.value.line == 2 and "seqs are dense" in info.value.reason
     assert path.read_bytes() == before
+
+
+def compacted_log(path: Path, clock: Any) -> tuple[list[dict[str, Any]], int]:
+    """A session file with one committed pass; its events and the summary's line number."""
+    config = CompactionConfig(
+        context_window_tokens=100_000, recency_window_tokens=2000, retain_tokens=300
+    )
+    with Dashr.create(
+        path, config=config, summarizer=ScriptedSummarizer(), meter=TokenMeter("chars"), clock=clock
+    ) as d:
+        record_steps(d, 12, chars=600, user="go")
+        result = d.compact()
+        assert result is not None
+        d.request_messages()  # adds the pointer after the checkpoint
+    return [json.loads(line) for line in path.read_text().splitlines()], result.summary_seq + 1
+
+
+@pytest.mark.parametrize(
+    ("shadowed", "got"),
+    [
+        (lambda seqs, _at: [*seqs[:-1], 9999], "9999"),  # past the end of the log
+        (lambda seqs, _at: [-1, *seqs[1:]], "-1"),
+        (lambda _seqs, at: [at], "{at}"),  # the summary itself
+        (lambda _seqs, at: [at + 1], "{next}"),  # the checkpoint node, written after it
+        (lambda _seqs, _at: [0], "0"),  # the session header: not a surface event
+        (lambda _seqs, _at: [], "none"),
+    ],
+    ids=["past-the-end", "negative", "itself", "later", "log-only", "empty"],
+)
+def test_a_summary_naming_seqs_that_are_not_earlier_surface_events_is_a_corrupt_line(
+    tmp_path: Path, clock: Any, shadowed: Any, got: str
+) -> None:
+    path = tmp_path / "s.jsonl"
+    objs, summary_line = compacted_log(path, clock)
+    summary = objs[summary_line - 1]
+    at = summary["seq"]
+    summary["data"]["shadowedSeqs"] = shadowed(summary["data"]["shadowedSeqs"], at)
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    before = path.read_bytes()
+
+    for reopen in (
+        lambda: Session.open(path, read_only=True),
+        lambda: Dashr.open(path, read_only=True),  # rebuilds the archive, then recall reads it
+        lambda: Dashr.open(path),
+    ):
+        with pytest.raises(CorruptLogError) as info:
+            reopen()
+        assert info.value.line == summary_line
+        assert info.value.reason == (
+            f"event {at} (compaction/summary) data.shadowedSeqs: expected one or more seqs of "
+            f"surface events below {at}, got {got.format(at=at, next=at + 1)}"
+        )
+        assert path.read_bytes() == before
+
+
+def test_appending_a_summary_that_names_a_seq_outside_the_log_changes_nothing(
+    session: Session,
+) -> None:
+    u = append_user(session, "a")
+    data = {
+        "compactionId": "p9",
+        "checkpoint": f"c{len(session)}",
+        "trigger": "manual",
+        "engine": "summary",
+        "summary": "s",
+        "shadowedRange": {"start": u.seq, "end": 99},
+        "shadowedSeqs": [u.seq, 99],
+        "shadowedTokenCount": 1,
+        "summarizer": {"kind": "scripted", "model": None},
+        "archive": {},
+    }
+    before, surface = file_bytes(session), session.surface
+    with pytest.raises(EventError, match=r"data\.shadowedSeqs: expected .* got 99"):
+        session.append_log("compaction/summary", data)
+    assert file_bytes(session) == before and session.surface == surface
+    assert session.append_log("compaction/summary", {**data, "shadowedSeqs": [u.seq]}).seq == 2
 
 
 # --------------------------------------------------------------------------- properties

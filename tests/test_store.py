@@ -115,7 +115,7 @@ def test_appended_objects_load_back_in_order_with_1_based_line_numbers(path: Pat
 
 
 def test_each_object_is_written_as_one_compact_utf8_line(path: Path) -> None:
-    objs = [event(0, "naïve café ☕ — line\nbreak\u2028sep"), {"x-custom": [1, 2.5, None, True]}]
+    objs = [event(0, "naïve café ☕ — line\nbreak\u2028sep"), {"seq": 1, "x": [1, 2.5, None, True]}]
     with Store.create(path) as store:
         store.append(objs)
 
@@ -313,6 +313,47 @@ def test_an_unstorable_object_raises_event_error_and_writes_nothing(
             store.append([event(1), bad])
 
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("batch", "problem"),
+    [
+        ([event(3)], r"batch\[0\]\.seq: expected 2 \(line 3 of the file; .*got 3"),
+        ([event(1)], r"batch\[0\]\.seq: expected 2 .*got 1"),
+        ([event(2), event(2)], r"batch\[1\]\.seq: expected 3 .*got 2"),
+        ([event(3), event(2)], r"batch\[0\]\.seq: expected 2 .*got 3"),
+        ([event(2), {"type": "x-note/line", "time": 0, "data": {}}], r"expected 3 .*got None"),
+        ([{**event(2), "seq": "2"}], r"expected 2 .*got '2'"),
+        ([{**event(2), "seq": True}], r"expected 2 .*got True"),
+    ],
+)
+def test_an_append_whose_seq_is_not_the_next_one_is_refused_and_the_file_is_unchanged(
+    path: Path, batch: list[dict[str, Any]], problem: str
+) -> None:
+    with Store.create(path) as store:
+        store.append([event(0), event(1)])
+        before = path.read_bytes()
+        with pytest.raises(EventError, match=problem) as info:
+            store.append(batch)
+        assert "nothing from this batch was written" in str(info.value)
+        assert path.read_bytes() == before
+        store.append([event(2)])  # the store stays usable, still expecting seq 2
+        lines, _torn = store.load()
+
+    assert [line.obj["seq"] for line in lines] == [0, 1, 2]
+
+
+def test_the_next_seq_of_a_file_opened_without_loading_it_is_its_line_count(path: Path) -> None:
+    with Store.create(path) as store:
+        store.append([event(0), event(1), event(2)])
+    before = path.read_bytes()
+    with Store.open(path) as store:
+        with pytest.raises(EventError, match=r"expected 3 .*got 0"):
+            store.append([event(0)])
+        assert path.read_bytes() == before
+        store.append([event(3)])
+
+    assert path.read_bytes() == before + line_bytes(event(3))
 
 
 # --------------------------------------------------------------------------- corruption

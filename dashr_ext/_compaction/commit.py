@@ -165,6 +165,10 @@ class Pointers:
 
     def inject(self, checkpoints: Sequence[Checkpoint]) -> None:
         """Append the pointers ``checkpoints`` still lack; a failure warns and retries later."""
+        with self.session.lock:  # no tool call may start between the check and the append
+            self._inject(checkpoints)
+
+    def _inject(self, checkpoints: Sequence[Checkpoint]) -> None:
         if self.session.read_only or self.session.pending_tool_calls():
             return
         for cp in checkpoints:
@@ -190,7 +194,7 @@ class Pointers:
                 warnings.warn(
                     f"could not add the pointer for checkpoint {cp.id}: {exc}",
                     CompactionWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
                 return
             self._pointed.add(cp.id)

@@ -11,14 +11,20 @@ One pass appends, in this order (SPEC §4.1)::
 and reads as four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summarize.summarize`
 (the model) → :func:`~.compose.compose_pass` (pure) → commit (archive, append, pointer).
 An engine subclass only decides *which* surface ranges a trigger compacts.
+
+Threads: every step but summarize holds the session's lock, so a pass sees one state from
+measuring to ``compaction/start`` and from the surface check to its closing batch; other
+threads keep recording while the model summarizes, and a surface they change makes the
+pass fail recoverably.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._checkpoints import CheckpointIndex
 from .._config import MIN_SUMMARY_TOKENS
@@ -32,7 +38,7 @@ from ..errors import (
     CompactionWarning,
     SurfaceError,
 )
-from .commit import Pointers, commit_pass, restore_archive
+from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
 from .compose import compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
 from .summarize import summarize
@@ -70,6 +76,17 @@ class CompactionResult:
     compaction_id: str
 
 
+@dataclass(frozen=True)
+class _Started:
+    """A pass whose ``compaction/start`` is in the log."""
+
+    plan: PassPlan
+    compaction_id: str
+    start_seq: int
+    surface_version: int
+    """The surface the plan was made on; the pass commits only onto this one."""
+
+
 class CompactionEngine:
     """Base engine: the pass protocol. Subclasses choose ranges (:meth:`select`)."""
 
@@ -94,6 +111,7 @@ class CompactionEngine:
         self.clock = clock
         self.last_error: str | None = None
         self._active: str | None = None
+        self._active_thread: int | None = None
         self._checkpoints = CheckpointIndex()
         self._pointers = Pointers(session) if pointers else None
 
@@ -101,8 +119,9 @@ class CompactionEngine:
 
     def has_checkpoint(self) -> bool:
         """True once the session has a committed checkpoint (the recall tools are offered)."""
-        self._checkpoints.update(self.session)
-        return bool(self._checkpoints.items)
+        with self.session.lock:
+            self._checkpoints.update(self.session)
+            return bool(self._checkpoints.items)
 
     def measure(self, extra: ExtraEnvelope = ExtraEnvelope()) -> Measurement:
         """The meter's measurement of the next request, plus the ``extra`` envelope tokens.
@@ -110,10 +129,11 @@ class CompactionEngine:
         When the total is anchored on a provider's usage report, that report already
         counted the whole envelope and nothing is added.
         """
-        measured = self.meter.measure(self.session)
-        if measured.anchored:
-            return measured
-        tokens = extra.tools_tokens + (extra.recall_tokens if self.has_checkpoint() else 0)
+        with self.session.lock:
+            measured = self.meter.measure(self.session)
+            if measured.anchored:
+                return measured
+            tokens = extra.tools_tokens + (extra.recall_tokens if self.has_checkpoint() else 0)
         if not tokens:
             return measured
         return replace(
@@ -145,24 +165,34 @@ class CompactionEngine:
         retry: bool = False,
         max_summary_tokens: int | None = None,
     ) -> PassPlan | None:
-        """Step 1: the plan of a pass for ``trigger`` (``span`` overrides the selection)."""
-        if span is None:
-            span = (
-                self.select_overflow()
-                if trigger == "context-overflow"
-                else self.select(measurement, retry=retry)
+        """Step 1: the plan of a pass for ``trigger`` (``span`` overrides the selection).
+
+        ``measurement`` must describe the current surface (measure and plan holding
+        ``session.lock`` when other threads record); otherwise :class:`CompactionError`.
+        """
+        with self.session.lock:
+            if [seq for seq, _tokens in measurement.nodes] != list(self.session.surface):
+                raise CompactionError(
+                    "the session changed after it was measured; measure it again and plan "
+                    "with the new measurement"
+                )
+            if span is None:
+                span = (
+                    self.select_overflow()
+                    if trigger == "context-overflow"
+                    else self.select(measurement, retry=retry)
+                )
+            if span is None:
+                return None
+            return plan_pass(
+                self.session,
+                measurement,
+                [span],
+                trigger=trigger,
+                engine=self.name,
+                max_summary_tokens=max_summary_tokens or self.config.max_summary_tokens,
+                count_tokens=self.meter.count_text,
             )
-        if span is None:
-            return None
-        return plan_pass(
-            self.session,
-            measurement,
-            [span],
-            trigger=trigger,
-            engine=self.name,
-            max_summary_tokens=max_summary_tokens or self.config.max_summary_tokens,
-            count_tokens=self.meter.count_text,
-        )
 
     # ------------------------------------------------------------------ triggers
 
@@ -170,30 +200,39 @@ class CompactionEngine:
         """The pressure trigger: compact while over the threshold (``compaction_retries`` more).
 
         Never raises for a failed pass: it is recorded (``compaction/end`` with ``error``),
-        a :class:`CompactionWarning` is issued, and the request goes out uncompacted.
+        a :class:`CompactionWarning` is issued, and the request goes out uncompacted. So it
+        does while another thread's pass is summarizing.
         """
         results: list[CompactionResult] = []
         if not self.config.auto or self.session.read_only:
             self._add_pointers()
             return results
+        s = self.session
         budget = self.config.max_summary_tokens
-        measurement = self.measure(extra)
+        measurement: Measurement | None = None
+        measured_at = -1  # the log length ``measurement`` describes
         for attempt in range(self.config.compaction_retries + 1):
-            if not self.config.should_compact(measurement.total):
-                break
-            plan = self.plan("pressure", measurement, retry=attempt > 0, max_summary_tokens=budget)
-            if plan is None:
-                break
-            try:
-                result, measurement = self._run(plan, extra)
-            except (CompactionError, SurfaceError) as exc:
-                if isinstance(exc, CompactionInProgressError):
-                    raise
-                warnings.warn(
-                    f"compaction pass failed, continuing uncompacted: {exc}",
-                    CompactionWarning,
-                    stacklevel=3,
+            with s.lock:  # measure, plan and start on one state
+                if measurement is None or measured_at != len(s):
+                    measurement = self.measure(extra)
+                if not self.config.should_compact(measurement.total):
+                    break
+                plan = self.plan(
+                    "pressure", measurement, retry=attempt > 0, max_summary_tokens=budget
                 )
+                if plan is None:
+                    break
+                try:
+                    started = self._start(plan)
+                except CompactionInProgressError as exc:
+                    if self._active_thread == threading.get_ident():
+                        raise  # a pass inside a pass (e.g. its summarizer asks for a request)
+                    _warn_uncompacted(exc)
+                    break
+            try:
+                result, measurement, measured_at = self._finish(started, extra)
+            except (CompactionError, SurfaceError) as exc:
+                _warn_uncompacted(exc)
                 break
             results.append(result)
             budget = max(MIN_SUMMARY_TOKENS, budget // 2)
@@ -217,11 +256,13 @@ class CompactionEngine:
             raise CompactionError(
                 "give both start_seq and end_seq for an explicit range, or neither"
             )
-        span = None
-        if start_seq is not None and end_seq is not None:
-            span = check_explicit_range(self.session, start_seq, end_seq)
-        plan = self.plan(trigger, self.measure(extra), span)
-        result = None if plan is None else self.run_pass(plan, extra)
+        with self.session.lock:  # measure, plan and start on one state
+            span = None
+            if start_seq is not None and end_seq is not None:
+                span = check_explicit_range(self.session, start_seq, end_seq)
+            plan = self.plan(trigger, self.measure(extra), span)
+            started = None if plan is None else self._start(plan)
+        result = None if started is None else self._finish(started, extra)[0]
         self._add_pointers()
         return result
 
@@ -230,88 +271,102 @@ class CompactionEngine:
 
         Returns True when the surface changed, so the caller retries the request once.
         """
-        before = self.session.surface_version
         changed = False
-        plan = self.plan("context-overflow", self.measure(extra))
-        if plan is not None:
-            try:
-                self.run_pass(plan, extra)
-            except (CompactionError, SurfaceError) as exc:
-                if isinstance(exc, CompactionInProgressError):
-                    raise
-                warnings.warn(f"overflow compaction failed: {exc}", CompactionWarning, stacklevel=2)
-            else:
-                changed = self.session.surface_version != before
+        try:
+            with self.session.lock:  # measure, plan and start on one state
+                plan = self.plan("context-overflow", self.measure(extra))
+                started = None if plan is None else self._start(plan)
+            if started is not None:
+                self._finish(started, extra)
+                changed = True
+        except (CompactionError, SurfaceError) as exc:
+            if isinstance(exc, CompactionInProgressError) and (
+                self._active_thread == threading.get_ident()
+            ):
+                raise
+            warnings.warn(f"overflow compaction failed: {exc}", CompactionWarning, stacklevel=2)
         self._add_pointers()
         return changed
 
     def _add_pointers(self) -> None:
         if self._pointers is not None:
-            self._checkpoints.update(self.session)
-            self._pointers.inject(self._checkpoints.items)
+            with self.session.lock:
+                self._checkpoints.update(self.session)
+                self._pointers.inject(self._checkpoints.items)
 
     # ------------------------------------------------------------------ the pass
 
     def run_pass(self, plan: PassPlan, extra: ExtraEnvelope = ExtraEnvelope()) -> CompactionResult:
         """Run ``plan``: summarize, compose, commit. The log records a failure; it raises."""
-        return self._run(plan, extra)[0]
+        with self.session.lock:
+            started = self._start(plan)
+        return self._finish(started, extra)[0]
 
-    def _run(self, plan: PassPlan, extra: ExtraEnvelope) -> tuple[CompactionResult, Measurement]:
-        """:meth:`run_pass`, also returning the measurement of the request after the pass."""
+    def _start(self, plan: PassPlan) -> _Started:
+        """Append ``compaction/start``: the pass holds the session's compaction lock from here.
+
+        The caller holds ``session.lock`` and made ``plan`` on the current surface.
+        """
+        s = self.session
         if self._active is not None:
             raise CompactionInProgressError(
-                f"compaction pass {self._active} is still running for session {self.session.id}; "
+                f"compaction pass {self._active} is still running for session {s.id}; "
                 "wait for it to finish"
             )
-        s = self.session
         compaction_id = f"p{len(s)}"
         start = s.append_log(
             "compaction/start",
             {"compactionId": compaction_id, "trigger": plan.trigger, "engine": self.name},
         )
-        self._active = compaction_id
-        version = s.surface_version
-        undo: dict[str, Any] = {}
+        self._active, self._active_thread = compaction_id, threading.get_ident()
+        return _Started(plan, compaction_id, start.seq, s.surface_version)
+
+    def _finish(
+        self, started: _Started, extra: ExtraEnvelope
+    ) -> tuple[CompactionResult, Measurement, int]:
+        """Summarize (unlocked), then compose and commit holding the lock.
+
+        Returns the result, the measurement of the request after the pass, and the log
+        length that measurement describes.
+        """
+        s = self.session
+        plan = started.plan
+        undo: ArchiveUndo = {}
         try:
-            # step 1, plan, ran before the lock was taken: ``plan`` is its result.
             summaries = summarize(self.summarizer, plan.requests)  # step 2: the model
-            if s.surface_version != version:
-                raise CompactionError("the surface changed while the pass was summarizing")
-            composition = compose_pass(  # step 3: pure
-                plan,
-                summaries,
-                plan.requests[0].span,
-                compaction_id=compaction_id,
-                summary_seq=len(s),
-                at_ms=self.clock(),
-                session_id=s.id,
-                archive_reasoning=self.config.archive_reasoning,
-                count_tokens=self.meter.count_text,
-            )
-            if not composition.fits:
-                raise CompactionError(composition.guard_message())
-            archive_error = commit_pass(  # step 4: archive and log
-                s,
-                self.archive,
-                composition,
-                start_seq=start.seq,
-                archive_max_bytes=self.config.archive_max_bytes,
-                undo=undo,
-            )
         except BaseException as exc:
-            self._active = None
-            restore_archive(self.archive, undo)  # the archive matches the log again
-            reason = _error_text(exc)
-            self.last_error = reason
-            s.append_log("compaction/end", {"compactionId": compaction_id, "error": reason})
-            if isinstance(exc, CompactionError | SurfaceError):
-                raise
-            if isinstance(exc, Exception):
-                raise CompactionError(f"compaction pass {compaction_id} failed: {reason}") from exc
-            raise
-        self._active = None
-        self.last_error = None
-        after = self.measure(extra)
+            self._fail(started, exc, undo)
+        with s.lock:
+            try:
+                if s.surface_version != started.surface_version:
+                    raise CompactionError("the surface changed while the pass was summarizing")
+                composition = compose_pass(  # step 3: pure
+                    plan,
+                    summaries,
+                    plan.requests[0].span,
+                    compaction_id=started.compaction_id,
+                    summary_seq=len(s),
+                    at_ms=self.clock(),
+                    session_id=s.id,
+                    archive_reasoning=self.config.archive_reasoning,
+                    count_tokens=self.meter.count_text,
+                )
+                if not composition.fits:
+                    raise CompactionError(composition.guard_message())
+                archive_error = commit_pass(  # step 4: archive and log
+                    s,
+                    self.archive,
+                    composition,
+                    start_seq=started.start_seq,
+                    archive_max_bytes=self.config.archive_max_bytes,
+                    undo=undo,
+                )
+            except BaseException as exc:
+                self._fail(started, exc, undo)
+            self._active = self._active_thread = None
+            self.last_error = None
+            after = self.measure(extra)
+            measured_at = len(s)
         result = CompactionResult(
             checkpoint=composition.checkpoint,
             trigger=plan.trigger,
@@ -320,9 +375,33 @@ class CompactionEngine:
             tokens_after=after.total,
             archived=None if archive_error is not None else dict(composition.data["archive"]),  # type: ignore[arg-type]
             summary_seq=int(composition.checkpoint[1:]),
-            compaction_id=compaction_id,
+            compaction_id=started.compaction_id,
         )
-        return result, after
+        return result, after, measured_at
+
+    def _fail(self, started: _Started, exc: BaseException, undo: ArchiveUndo) -> NoReturn:
+        """Record a failed pass (``compaction/end`` with ``error``) and raise."""
+        with self.session.lock:
+            self._active = self._active_thread = None
+            restore_archive(self.archive, undo)  # the archive matches the log again
+            reason = _error_text(exc)
+            self.last_error = reason
+            self.session.append_log(
+                "compaction/end", {"compactionId": started.compaction_id, "error": reason}
+            )
+        if isinstance(exc, CompactionError | SurfaceError):
+            raise exc
+        if isinstance(exc, Exception):
+            raise CompactionError(
+                f"compaction pass {started.compaction_id} failed: {reason}"
+            ) from exc
+        raise exc
+
+
+def _warn_uncompacted(exc: BaseException) -> None:
+    warnings.warn(
+        f"compaction pass failed, continuing uncompacted: {exc}", CompactionWarning, stacklevel=4
+    )
 
 
 def _error_text(exc: BaseException) -> str:

@@ -1,0 +1,423 @@
+"""One controller shared by threads: atomic mutations, a log that always reopens (SPEC 12).
+
+The realistic case is an agent recording from a background thread while the notebook runs
+``%compact`` or asks for the next request. The clock these sessions use releases the GIL,
+and a session calls it between giving an event its seq and writing it, so the other thread
+gets to run in exactly the window where unlocked appends used to write out of order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ScriptedSummarizer, record_steps
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dashr_ext import CompactionConfig, Dashr
+from dashr_ext._meter import TokenMeter
+from dashr_ext._session import Session
+from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
+from dashr_ext.errors import CompactionError, CompactionWarning, StoreError, SurfaceError
+
+pytestmark = pytest.mark.filterwarnings("ignore::dashr_ext.errors.CompactionWarning")
+
+CONFIG = CompactionConfig(
+    context_window_tokens=100_000, recency_window_tokens=2000, retain_tokens=300
+)
+WAIT_S = 60  # only a deadlock ever waits this long
+
+
+def yielding_clock() -> Callable[[], int]:
+    """A deterministic clock that lets other threads run each time it is read."""
+    ticks = itertools.count()
+
+    def clock() -> int:
+        time.sleep(0)  # releases the GIL
+        return 1_783_339_200_000 + 1000 * next(ticks)
+
+    return clock
+
+
+def make(path: Path, summarizer: Any = None) -> Dashr:
+    return Dashr.create(
+        path,
+        config=CONFIG,
+        summarizer=summarizer or ScriptedSummarizer(),
+        meter=TokenMeter("chars"),
+        durability="flush",
+        clock=yielding_clock(),
+    )
+
+
+def state(d: Dashr) -> dict[str, Any]:
+    """Everything a reopen must reproduce: the log, surface, request, archive, checkpoints."""
+    return {
+        "events": [e.to_json() for e in d.session.events],
+        "surface": d.session.surface,
+        "messages": d.session.messages(),
+        "archive": dict(d.archive),
+        "checkpoints": d.checkpoints(),
+    }
+
+
+def reopened_state(d: Dashr) -> dict[str, Any]:
+    assert d.session.path is not None
+    with Dashr.open(d.session.path, d.config, read_only=True, meter=TokenMeter("chars")) as again:
+        return state(again)
+
+
+def run_threads(*bodies: Callable[[], None]) -> list[BaseException]:
+    """Run each body on its own thread, started together; the errors they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(bodies))
+
+    def run(body: Callable[[], None]) -> None:
+        start.wait()
+        try:
+            body()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(body,)) for body in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+        assert not t.is_alive(), "a thread is stuck (deadlock?)"
+    return errors
+
+
+def passes(d: Dashr) -> tuple[list[str], list[str], list[str]]:
+    """Ids of the passes started, of those ended, and of those ended with an error."""
+    events = d.session.events
+    started = [e.data["compactionId"] for e in events if e.type == "compaction/start"]
+    ended = [e.data["compactionId"] for e in events if e.type == "compaction/end"]
+    failed = [
+        e.data["compactionId"] for e in events if e.type == "compaction/end" and "error" in e.data
+    ]
+    return started, ended, failed
+
+
+def step_messages(name: str) -> list[dict[str, Any]]:
+    """One tool-using step: the assistant's call and the tool's result."""
+    return [
+        {
+            "role": "assistant",
+            "content": f"Reading {name}.",
+            "tool_calls": [
+                {
+                    "id": f"call_{name}",
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "arguments": json.dumps({"command": f"cat {name}"}),
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": f"call_{name}", "content": f"# {name}\n" + "x = 1\n" * 60},
+    ]
+
+
+# --------------------------------------------------------------------------- the regression
+
+
+def test_an_agent_thread_and_a_notebook_thread_leave_a_log_that_reopens_to_the_live_state(
+    tmp_path: Path,
+) -> None:
+    """The reported failure: record_openai on one thread, report_usage on another.
+
+    Before every mutation was atomic, this wrote seqs out of order and every later open
+    failed with ``CorruptLogError ... expected 4, got 5``.
+    """
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 6, user="Fix the failing retry tests.")
+    rounds = 150
+    expected_failures: list[CompactionError] = []
+
+    def agent() -> None:
+        for i in range(rounds):
+            if i % 10 == 0:
+                d.record_openai({"role": "user", "content": f"Next request {i}."})
+            call, result = step_messages(f"a{i}.py")
+            d.record_openai(call)  # the call and its result arrive separately, as they do
+            d.record_openai(result)
+            d.request_messages()
+            d.report_usage(1000 + i, 50)
+
+    def notebook() -> None:
+        for i in range(rounds):
+            try:
+                d.compact()
+            except CompactionError as exc:  # another pass runs, or the surface moved
+                expected_failures.append(exc)
+            d.report_usage(2000 + i)
+            d.request_messages()
+            d.measure()
+            d.history_search("retry")
+
+    assert run_threads(agent, notebook) == []
+    for exc in expected_failures:
+        assert "still running" in str(exc) or "surface changed" in str(exc)
+    started, ended, _failed = passes(d)
+    assert sorted(started) == sorted(ended)  # no pass left open
+    assert d.checkpoints()  # passes did commit
+    assert sum(e.type == "usage/report" for e in d.session.events) == 2 * rounds
+    assert reopened_state(d) == state(d)
+    d.close()
+    with Dashr.open(tmp_path / "s.jsonl", CONFIG, meter=TokenMeter("chars")) as again:
+        assert len(again.session) == len(d.session)  # a writer reopens it too
+
+
+def test_two_threads_opening_a_turn_at_once_open_exactly_one(tmp_path: Path) -> None:
+    """A check and the append it guards are one step: the loser sees the winner's turn."""
+    session = Session.create(tmp_path / "s.jsonl", durability="flush", clock=yielding_clock())
+    refused: list[SurfaceError] = []
+
+    def open_turn() -> None:
+        try:
+            session.begin_turn()
+        except SurfaceError as exc:
+            refused.append(exc)
+
+    for _ in range(25):
+        assert run_threads(open_turn, open_turn) == []
+        session.end_turn()
+    session.close()
+
+    assert len(refused) == 25
+    assert all("is still open; end it first" in str(exc) for exc in refused)
+    with Session.open(tmp_path / "s.jsonl", read_only=True) as again:
+        assert [t.index for t in again.turns] == list(range(1, 26))
+
+
+def test_planning_on_a_measurement_the_session_has_moved_past_is_refused(tmp_path: Path) -> None:
+    """Another thread recorded between measuring and planning: the plan would mis-size."""
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 12, chars=600, user="go")
+    measured = d.measure()
+    assert d.engine.plan("manual", measured) is not None
+    d.record_openai({"role": "user", "content": "One more thing."})
+    before = len(d.session)
+
+    with pytest.raises(CompactionError, match="changed after it was measured; measure it again"):
+        d.engine.plan("manual", measured)
+    assert len(d.session) == before
+    assert d.engine.plan("manual", d.measure()) is not None
+
+
+# --------------------------------------------------------------------------- summarizing
+
+
+class GatedSummarizer(ScriptedSummarizer):
+    """Summarizes once ``release`` is set; sets ``summarizing`` when it starts waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summarizing = threading.Event()
+        self.release = threading.Event()
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.summarizing.set()
+        if not self.release.wait(WAIT_S):
+            raise AssertionError("never released: recording blocked while summarizing")
+        return super().summarize(request)
+
+
+@contextmanager
+def pass_in_background(d: Dashr) -> Iterator[list[Any]]:
+    """Run ``d.compact()`` on another thread; yields once its summarizer is waiting."""
+    summarizer = d.summarizer
+    assert isinstance(summarizer, GatedSummarizer)
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(d.compact())
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert summarizer.summarizing.wait(WAIT_S)
+        yield outcome
+    finally:
+        summarizer.release.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive()
+
+
+def test_a_usage_report_recorded_while_a_pass_summarizes_lets_the_pass_commit(
+    tmp_path: Path,
+) -> None:
+    d = make(tmp_path / "s.jsonl", GatedSummarizer())
+    record_steps(d, 12, chars=600, user="go")
+    with pass_in_background(d) as outcome:
+        usage = d.report_usage(4321, 12)  # would block forever if summarizing held the lock
+        assert d.measure().total == 4321  # the report anchors the measurement at once
+
+    (result,) = outcome
+    start = next(e for e in d.session.events if e.type == "compaction/start")
+    assert start.seq < usage.seq < result.summary_seq
+    assert d.session.event(result.summary_seq).type == "compaction/summary"
+    assert d.session.surface[0] == result.summary_seq + 1  # the checkpoint node leads
+    assert reopened_state(d) == state(d)
+
+
+def test_a_message_recorded_while_a_pass_summarizes_makes_the_pass_fail_recoverably(
+    tmp_path: Path,
+) -> None:
+    d = make(tmp_path / "s.jsonl", GatedSummarizer())
+    record_steps(d, 12, chars=600, user="go")
+    surface = d.session.surface
+    with pass_in_background(d) as outcome:
+        recorded = d.record_openai({"role": "user", "content": "Also check the docs."})
+        new = next(e for e in recorded if e.type == "user/message")
+
+    (error,) = outcome
+    assert isinstance(error, CompactionError)
+    assert str(error) == "the surface changed while the pass was summarizing"
+    assert d.session.surface == (*surface, new.seq)  # nothing was replaced
+    last = d.session.events[-1]
+    assert last.type == "compaction/end"
+    assert last.data["error"] == "the surface changed while the pass was summarizing"
+    assert d.archive == {} and d.checkpoints() == []
+    assert reopened_state(d) == state(d)
+
+
+def test_a_pressure_check_while_another_thread_summarizes_sends_the_request_uncompacted(
+    tmp_path: Path,
+) -> None:
+    d = make(tmp_path / "s.jsonl", GatedSummarizer())
+    record_steps(d, 12, chars=600, user="go")
+    with pass_in_background(d) as outcome:
+        before = len(d.session)
+        with pytest.warns(CompactionWarning, match="still running"):
+            messages = d.request_messages()  # no second pass, no CompactionInProgressError
+        assert len(d.session) == before  # nothing was written
+        assert messages == d.session.messages()
+
+    (result,) = outcome
+    assert result.checkpoint == d.checkpoints()[0].id
+
+
+# --------------------------------------------------------------------------- half-applied
+
+
+def matched(search_text: str) -> int:
+    """How many events a history_search result says matched."""
+    found = re.search(r"(\d+) matched", search_text)
+    assert found is not None, search_text
+    return int(found[1])
+
+
+def test_a_reader_never_sees_an_append_that_then_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append is applied in memory before it is written; readers must wait for both.
+
+    Otherwise the meter and recall fold the doomed event into their caches, and the next
+    event, which reuses its seq, is measured and searched as if it were the doomed one.
+    """
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 2, user="go")
+    store = d.session._store
+    assert store is not None
+    real_append = store.append
+    writing, release = threading.Event(), threading.Event()
+
+    def slow_failing_append(objs: Sequence[dict[str, Any]]) -> None:
+        if "doomed" in json.dumps(objs):
+            writing.set()
+            release.wait(WAIT_S)
+            raise StoreError("disk full")
+        real_append(objs)
+
+    monkeypatch.setattr(store, "append", slow_failing_append)
+    nothing_found = d.history_search("doomed").text
+    assert matched(nothing_found) == 0
+    seen: dict[str, Any] = {}
+
+    def writer() -> None:
+        with pytest.raises(StoreError, match="disk full"):
+            d.record_openai({"role": "user", "content": "doomed " * 500})
+
+    def reader() -> None:
+        assert writing.wait(WAIT_S)
+        seen["surface"] = d.session.surface
+        seen["total"] = d.measure().total
+        seen["hits"] = d.history_search("doomed").text
+
+    def releaser() -> None:
+        assert writing.wait(WAIT_S)
+        time.sleep(0.2)  # give the reader time to read, if nothing stops it
+        release.set()
+
+    before, total_before = d.session.surface, d.measure().total
+    assert run_threads(writer, reader, releaser) == []
+    assert seen["surface"] == before
+    assert seen["total"] == total_before
+    assert seen["hits"] == nothing_found
+    d.record_openai({"role": "user", "content": "short"})  # takes the doomed events' seqs
+    assert matched(d.history_search("doomed").text) == 0
+    with Dashr.open(
+        tmp_path / "s.jsonl", CONFIG, read_only=True, meter=TokenMeter("chars")
+    ) as again:
+        assert d.measure() == again.measure()
+
+
+# --------------------------------------------------------------------------- any interleaving
+
+OPS = st.lists(st.sampled_from(["step", "user", "usage", "compact", "pointer"]), max_size=10)
+
+
+def perform(d: Dashr, op: str, name: str) -> None:
+    if op == "step":
+        d.record_openai(step_messages(name))
+    elif op == "user":
+        d.record_openai({"role": "user", "content": f"Please also handle {name}."})
+    elif op == "usage":
+        d.report_usage(len(d.session) * 10, 7)
+    elif op == "compact":
+        with contextlib.suppress(CompactionError):  # a pass runs, or the surface moved
+            d.compact()
+    else:  # "pointer": the next request adds the pointer of a new checkpoint
+        d.request_messages()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=OPS, second=OPS)
+def test_two_threads_in_any_interleaving_leave_a_log_that_reopens_to_the_live_state(
+    first: list[str], second: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = make(Path(tmp) / "s.jsonl")
+        try:
+            record_steps(d, 8, chars=500, user="go")
+
+            def thread(ops: list[str], prefix: str) -> Callable[[], None]:
+                def body() -> None:
+                    for i, op in enumerate(ops):
+                        perform(d, op, f"{prefix}{i}")
+
+                return body
+
+            assert run_threads(thread(first, "a"), thread(second, "b")) == []
+            started, ended, _failed = passes(d)
+            assert sorted(started) == sorted(ended)
+            assert reopened_state(d) == state(d)
+        finally:
+            d.close()
