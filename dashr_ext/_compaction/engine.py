@@ -8,7 +8,12 @@ One pass appends, in this order (SPEC §4.1)::
     user/message        the checkpoint (source kind "compact-checkpoint"), surfaceOp replace
     compaction/end      log-only: releases the lock; carries "error" on a recoverable failure
 
-and reads as four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summarize.summarize`
+The last three go out as one batch (one write, one fsync). A crash can still cut that write
+short: the torn line is set aside on open and a ``compaction/summary`` may remain without its
+checkpoint node; :func:`~.commit.close_orphan_passes` then closes the pass as failed and the
+archive rebuild skips the summary, so the surface never holds half a checkpoint.
+
+A pass reads as four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summarize.summarize`
 (the model) → :func:`~.compose.compose_pass` (pure) → commit (archive, append, pointer).
 An engine subclass only decides *which* surface ranges a trigger compacts.
 
