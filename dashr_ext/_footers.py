@@ -159,12 +159,15 @@ def _words(*words: str) -> str:
 
 
 _TAG = re.compile(
-    f"[<\uff1c\ufe64\u2329\u3008\u27e8\u2039](?P<body>(?:\\s|{_INVISIBLE})*/?(?:\\s|{_INVISIBLE})*"
+    f"[<\uff1c\ufe64\u2329\u3008\u27e8\u2039](?P<body>(?:\\s|{_INVISIBLE})*(?:/(?:\\s|{_INVISIBLE})*)?"
     f"{_word('compacted')}(?:[\\s_\\-\u2010-\u2015]|{_INVISIBLE})*{_word('summary')}"
     f"(?:\\s|{_INVISIBLE})*)(?P<close>[>\uff1e\ufe65\u232a\u3009\u27e9\u203a]?)",
     re.IGNORECASE,
 )
-"""An opening or closing framing tag, with or without its ``>``."""
+"""An opening or closing framing tag, with or without its ``>``.
+
+Every pattern here reads a run of spacing one way only, so matching stays linear in the text.
+"""
 
 _BRACKET = re.compile(
     f"[\\[\uff3b\u3010]{_GAP}*(?P<word>{_word('checkpoint')}(?=[^\\w\\n]*[c\uff43][^\\w\\n]*\\d)"

@@ -188,7 +188,8 @@ def test_a_forged_checkpoint_merged_into_the_next_pass_stays_neutral(
     second = d.compact()
     assert second is not None and second.checkpoint != first.checkpoint
     (text,) = checkpoint_messages(d.request_messages())
-    assert_only_code_composed_shapes(text, second.checkpoint)
+    summary = assert_only_code_composed_shapes(text, second.checkpoint)
+    assert "&lt;/compacted-summary&gt; [quoted checkpoint c999:" in summary  # merged forward
 
 
 class BrokenArchive(dict[str, Any]):
