@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._events import Event, ImageBlock, ReasoningBlock, Replace, TextBlock, ToolCallBlock
-from .errors import ConfigError
+from .errors import ConfigError, UsageWarning
 
 if TYPE_CHECKING:
     import tiktoken
@@ -26,6 +26,7 @@ __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
     "REPLY_PRIMING_TOKENS",
     "TOOL_CALL_OVERHEAD_TOKENS",
+    "USAGE_FLOOR_FRACTION",
     "Measurement",
     "MeterStats",
     "MeteredSession",
@@ -56,6 +57,16 @@ REPLY_PRIMING_TOKENS = 3
 
 IMAGE_TOKENS_DEFAULT = 765
 """Cost of an image whose size is unknown (a 1024x1024 image at high detail)."""
+
+USAGE_FLOOR_FRACTION = 0.5
+"""Smallest share of the local count of a request its usage report may claim and still anchor.
+
+Honest reports differ from the local count by the tokenizer's error (about ±20% against
+cl100k; more for CJK text, or when the provider drops reasoning the request carried), well
+above half. A proxy that reports only the uncached tokens reports a small fraction once the
+prompt cache warms, and anchoring on that would keep compaction from ever triggering. A report
+refused here leaves the meter on its local count, which errs towards compacting early.
+"""
 
 
 _TEXT_BLOCKS = (TextBlock, ReasoningBlock)
@@ -170,6 +181,7 @@ class _Fold:
     usage_at: int = -1
     last_invalidator: int = -1
     """Highest seq of an event that invalidates earlier usage: a replace or an envelope change."""
+    warned_low_usage: bool = False
 
 
 def _strong(obj: object) -> Callable[[], object | None]:
@@ -372,7 +384,10 @@ class TokenMeter:
             total = promptTokens + sum(tokens of surface nodes with seq > A)
 
         and otherwise ``total = counted`` (envelope + every node). A report with
-        ``atSeq`` outside ``[0, U.seq)`` or negative ``promptTokens`` is ignored.
+        ``atSeq`` outside ``[0, U.seq)`` or negative ``promptTokens`` is ignored, and so is
+        one below :data:`USAGE_FLOOR_FRACTION` of the local count of the request it describes
+        (``counted`` minus the nodes after ``A``): the meter then warns, once per session it
+        measures, with :class:`~dashr_ext.errors.UsageWarning`.
         """
         self.stats.measures += 1
         fold = self._fold_for(session)
@@ -406,17 +421,34 @@ class TokenMeter:
                 if seq <= anchor:
                     break
                 tail += tokens
-            return Measurement(
-                total=fold.usage_prompt + tail,
-                nodes=list(nodes),
-                envelope=envelope,
-                anchored=True,
-                counted=counted,
-                anchor_seq=anchor,
-                prompt_tokens=fold.usage_prompt,
-            )
+            if fold.usage_prompt >= USAGE_FLOOR_FRACTION * (counted - tail):
+                return Measurement(
+                    total=fold.usage_prompt + tail,
+                    nodes=list(nodes),
+                    envelope=envelope,
+                    anchored=True,
+                    counted=counted,
+                    anchor_seq=anchor,
+                    prompt_tokens=fold.usage_prompt,
+                )
+            self._warn_low_usage(fold, counted - tail)
         return Measurement(
             total=counted, nodes=list(nodes), envelope=envelope, anchored=False, counted=counted
+        )
+
+    @staticmethod
+    def _warn_low_usage(fold: _Fold, local: int) -> None:
+        if fold.warned_low_usage:
+            return
+        fold.warned_low_usage = True
+        warnings.warn(
+            f"TokenMeter: the usage report at seq {fold.usage_seq} says the request ending at "
+            f"seq {fold.usage_at} had {fold.usage_prompt} prompt tokens, but it counts "
+            f"~{local} locally; a report below {USAGE_FLOOR_FRACTION:.0%} of the local count is "
+            "not used (a proxy that reports only uncached tokens does this), so compaction "
+            "measures with the local count. Warned once per session.",
+            UsageWarning,
+            stacklevel=3,
         )
 
     def _fold_for(self, session: object) -> _Fold:

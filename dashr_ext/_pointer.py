@@ -1,7 +1,10 @@
 """The post-compaction pointer: the short note that tells the model a checkpoint exists (SPEC §8).
 
 Pure text from a :class:`~dashr_ext._checkpoints.Checkpoint` and ``prompts/pointer.md``; the
-compaction protocol appends it as a ``context/message`` after a completed pass.
+compaction protocol appends it as a ``context/message`` after a completed pass. Only values
+the log fixes are filled in (the checkpoint id and two counts), never summary text, and
+:func:`~dashr_ext._footers.neutralize_summary` keeps the pointer's wording out of summaries,
+so a pointer naming a checkpoint is always this code's.
 """
 
 from __future__ import annotations

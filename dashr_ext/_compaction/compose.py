@@ -3,7 +3,8 @@
 Pure: from the plan, the summarizer's text and the ids the log will assign, it builds the
 ``compaction/summary`` payload, the archive entry, the checkpoint node (framing, summary,
 code-composed footers) and the inflation guard's verdict. The commit step only writes
-what this returns.
+what this returns. The summary is neutralised first (``neutralize_summary``): whatever a
+summarizer copied from tool output, only code-composed text carries checkpoint ids.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from .. import _archive as archive_mod
 from .._events import Event, EventSpec, Replace
-from .._footers import compose_footer, frame_checkpoint
+from .._footers import compose_footer, frame_checkpoint, neutralize_summary
 from .._meter import MESSAGE_OVERHEAD_TOKENS
 from .._payloads import CHECKPOINT_SOURCE, SummaryPayload
 from .._summarizers.base import SummaryResult
@@ -67,7 +68,8 @@ def compose_pass(
     """Compose the checkpoint of a one-region plan from its summary."""
     (region,) = plan.regions
     (result,) = summaries
-    summary = result.text.strip()
+    # Stored as framed: the log, recall and the next pass's merge see what the model saw.
+    summary = neutralize_summary(result.text.strip())
     checkpoint = f"c{summary_seq}"
     shadowed = region.seqs
     data: SummaryPayload = {
