@@ -26,7 +26,7 @@ from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ._summarizers.extractive import ExtractiveSummarizer
 from ._version import __version__
 from .agent import Agent, AgentReply
-from .errors import CompactionWarning
+from .errors import CompactionWarning, UsageWarning
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -55,6 +55,7 @@ __all__ = [
     "SummaryResult",
     "TokenMeter",
     "Turn",
+    "UsageWarning",
     "__version__",
     "errors",
     "load_ipython_extension",

@@ -172,7 +172,9 @@ def chat_completion(
 ) -> Reply:
     """A 200 chat-completions response with one choice.
 
-    ``tool_calls`` items are ``{"name", "arguments" (str or object), "id"?}``.
+    ``tool_calls`` items are ``{"name", "arguments" (str or object), "id"?}``. Without
+    ``usage``, a :class:`ScriptedServer` reports the request's own size
+    (:func:`prompt_tokens`) like a provider would.
     """
     message: dict[str, Any] = {"role": "assistant", "content": content}
     calls = list(tool_calls or [])
@@ -204,11 +206,19 @@ def chat_completion(
                 "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
             }
         ],
-        "usage": dict(
-            usage or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-        ),
+        "usage": dict(usage) if usage is not None else None,
     }
     return Reply(200, body)
+
+
+def _with_usage(reply: Reply, request: RecordedRequest) -> Reply:
+    """A completion scripted without ``usage`` reports the size of the request it answers."""
+    body = reply.body
+    if not (isinstance(body, dict) and "usage" in body and body["usage"] is None):
+        return reply
+    choices = body.get("choices") or [{}]
+    content = (choices[0].get("message") or {}).get("content") or ""
+    return replace(reply, body={**body, "usage": _usage(request, str(content))})
 
 
 def rate_limited(retry_after: float | str | None = 1) -> Reply:
@@ -568,4 +578,5 @@ class ScriptedServer:
                 responder = self._script.popleft() if self._script else self.default
         if responder is None:
             return server_error(500, "scripted server: no scripted response left")
-        return responder(request) if callable(responder) else responder
+        reply = responder(request) if callable(responder) else responder
+        return _with_usage(reply, request)

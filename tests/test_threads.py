@@ -134,6 +134,7 @@ def step_messages(name: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the regression
 
 
+@pytest.mark.filterwarnings("ignore::dashr_ext.errors.UsageWarning")  # arbitrary reports
 def test_an_agent_thread_and_a_notebook_thread_leave_a_log_that_reopens_to_the_live_state(
     tmp_path: Path,
 ) -> None:
@@ -398,6 +399,7 @@ def perform(d: Dashr, op: str, name: str) -> None:
         d.request_messages()
 
 
+@pytest.mark.filterwarnings("ignore::dashr_ext.errors.UsageWarning")  # arbitrary reports
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=OPS, second=OPS)
 def test_two_threads_in_any_interleaving_leave_a_log_that_reopens_to_the_live_state(
