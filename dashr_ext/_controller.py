@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoints import Checkpoint
-from ._compaction import CompactionEngine, CompactionResult, ExtraEnvelope, make_engine
+from ._compaction import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot, make_engine
 from ._compaction.commit import close_orphan_passes, rebuild_archive
 from ._config import CompactionConfig, RecallConfig
 from ._events import Event, now_ms
@@ -65,6 +65,7 @@ class Dashr:
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
         rebuild_archive(session, self._config.archive_max_bytes, self.archive)
+        self._pass_slot = PassSlot()  # shared by every engine this controller builds
         self.engine: CompactionEngine = self._make_engine()
         self.recall = Recall(session, self._recall_config)
         self.extra_tools: list[dict[str, Any]] = []
@@ -82,6 +83,7 @@ class Dashr:
             self.summarizer,
             self.archive,
             pointers=self._recall_config.pointer == "inject",
+            slot=self._pass_slot,
             clock=self._clock,
         )
 

@@ -29,7 +29,13 @@ from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._meter import TokenMeter
 from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
-from dashr_ext.errors import CompactionError, CompactionWarning, StoreError, SurfaceError
+from dashr_ext.errors import (
+    CompactionError,
+    CompactionInProgressError,
+    CompactionWarning,
+    StoreError,
+    SurfaceError,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dashr_ext.errors.CompactionWarning")
 
@@ -313,6 +319,28 @@ def test_a_pressure_check_while_another_thread_summarizes_sends_the_request_unco
 
     (result,) = outcome
     assert result.checkpoint == d.checkpoints()[0].id
+
+
+@pytest.mark.parametrize("swap", ["config", "summarizer", "recall_config"])
+def test_swapping_the_engine_while_a_pass_summarizes_does_not_start_a_second_pass(
+    tmp_path: Path, swap: str
+) -> None:
+    d = make(tmp_path / "s.jsonl", GatedSummarizer())
+    record_steps(d, 12, chars=600, user="go")
+    with pass_in_background(d) as outcome:
+        if swap == "config":
+            d.config = d.config.with_changes(retain_tokens=250)
+        elif swap == "summarizer":
+            d.summarizer = ScriptedSummarizer()
+        else:
+            d.recall_config = d.recall_config.with_changes(read_max_events=50)
+        before = len(d.session)
+        with pytest.raises(CompactionInProgressError, match="still running"):
+            d.compact()
+        assert len(d.session) == before  # no second compaction/start
+    (result,) = outcome
+    starts = [e for e in d.session.events if e.type == "compaction/start"]
+    assert len(starts) == 1 and result.compaction_id == starts[0].data["compactionId"]
 
 
 # --------------------------------------------------------------------------- half-applied

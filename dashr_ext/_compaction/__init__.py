@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import ENGINES
 from .._events import now_ms
 from ..errors import ConfigError
-from .engine import CompactionEngine, CompactionResult, ExtraEnvelope
+from .engine import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot
 from .summary import SummaryEngine
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ __all__ = [
     "CompactionEngine",
     "CompactionResult",
     "ExtraEnvelope",
+    "PassSlot",
     "SummaryEngine",
     "make_engine",
 ]
@@ -37,6 +38,7 @@ def make_engine(
     archive: MutableMapping[str, Any],
     *,
     pointers: bool = True,
+    slot: PassSlot | None = None,
     clock: Callable[[], int] = now_ms,
 ) -> CompactionEngine:
     """The engine ``name`` (``CompactionConfig.engine``) over ``session``."""
@@ -44,4 +46,6 @@ def make_engine(
         cls = _ENGINES[name]
     except KeyError:
         raise ConfigError("engine", f"one of {', '.join(map(repr, ENGINES))}", name) from None
-    return cls(session, config, meter, summarizer, archive, pointers=pointers, clock=clock)
+    return cls(
+        session, config, meter, summarizer, archive, pointers=pointers, slot=slot, clock=clock
+    )

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .._config import CompactionConfig
     from .._meter import Measurement, TokenMeter
 
-__all__ = ["CompactionEngine", "CompactionResult", "ExtraEnvelope"]
+__all__ = ["CompactionEngine", "CompactionResult", "ExtraEnvelope", "PassSlot"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,18 @@ class _Started:
     """The surface the plan was made on; the pass commits only onto this one."""
 
 
+@dataclass
+class PassSlot:
+    """The pass running on one session, if any (SPEC §4.2: one pass at a time).
+
+    A controller gives the same slot to every engine it builds, so swapping the engine or
+    its settings while a pass summarizes on another thread cannot start a second pass.
+    """
+
+    compaction_id: str | None = None
+    thread: int | None = None
+
+
 class CompactionEngine:
     """Base engine: the pass protocol. Subclasses choose ranges (:meth:`select`)."""
 
@@ -106,6 +118,7 @@ class CompactionEngine:
         archive: MutableMapping[str, Any],
         *,
         pointers: bool = True,
+        slot: PassSlot | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.session = session
@@ -115,8 +128,7 @@ class CompactionEngine:
         self.archive = archive
         self.clock = clock
         self.last_error: str | None = None
-        self._active: str | None = None
-        self._active_thread: int | None = None
+        self._slot = slot if slot is not None else PassSlot()
         self._checkpoints = CheckpointIndex()
         self._pointers = Pointers(session) if pointers else None
 
@@ -230,7 +242,7 @@ class CompactionEngine:
                 try:
                     started = self._start(plan)
                 except CompactionInProgressError as exc:
-                    if self._active_thread == threading.get_ident():
+                    if self._slot.thread == threading.get_ident():
                         raise  # a pass inside a pass (e.g. its summarizer asks for a request)
                     _warn_uncompacted(exc)
                     break
@@ -286,7 +298,7 @@ class CompactionEngine:
                 changed = True
         except (CompactionError, SurfaceError) as exc:
             if isinstance(exc, CompactionInProgressError) and (
-                self._active_thread == threading.get_ident()
+                self._slot.thread == threading.get_ident()
             ):
                 raise
             warnings.warn(f"overflow compaction failed: {exc}", CompactionWarning, stacklevel=2)
@@ -313,9 +325,9 @@ class CompactionEngine:
         The caller holds ``session.lock`` and made ``plan`` on the current surface.
         """
         s = self.session
-        if self._active is not None:
+        if self._slot.compaction_id is not None:
             raise CompactionInProgressError(
-                f"compaction pass {self._active} is still running for session {s.id}; "
+                f"compaction pass {self._slot.compaction_id} is still running for session {s.id}; "
                 "wait for it to finish"
             )
         compaction_id = f"p{len(s)}"
@@ -323,7 +335,7 @@ class CompactionEngine:
             "compaction/start",
             {"compactionId": compaction_id, "trigger": plan.trigger, "engine": self.name},
         )
-        self._active, self._active_thread = compaction_id, threading.get_ident()
+        self._slot.compaction_id, self._slot.thread = compaction_id, threading.get_ident()
         return _Started(plan, compaction_id, start.seq, s.surface_version)
 
     def _finish(
@@ -368,7 +380,7 @@ class CompactionEngine:
                 )
             except BaseException as exc:
                 self._fail(started, exc, undo)
-            self._active = self._active_thread = None
+            self._slot.compaction_id = self._slot.thread = None
             self.last_error = None
             after = self.measure(extra)
             measured_at = len(s)
@@ -387,7 +399,7 @@ class CompactionEngine:
     def _fail(self, started: _Started, exc: BaseException, undo: ArchiveUndo) -> NoReturn:
         """Record a failed pass (``compaction/end`` with ``error``) and raise."""
         with self.session.lock:
-            self._active = self._active_thread = None
+            self._slot.compaction_id = self._slot.thread = None
             restore_archive(self.archive, undo)  # the archive matches the log again
             reason = _error_text(exc)
             self.last_error = reason
