@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoints import Checkpoint
-from ._compaction import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot, make_engine
+from ._compaction import (
+    CompactionEngine,
+    CompactionResult,
+    ExtraEnvelope,
+    PassSlot,
+    Pointers,
+    make_engine,
+)
 from ._compaction.commit import close_orphan_passes, rebuild_archive
 from ._config import CompactionConfig, RecallConfig
 from ._events import Event, now_ms
@@ -65,7 +72,9 @@ class Dashr:
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
         self._clock = clock
         rebuild_archive(session, self._config.archive_max_bytes, self.archive)
-        self._pass_slot = PassSlot()  # shared by every engine this controller builds
+        # Shared by every engine this controller builds (settings changes rebuild the engine).
+        self._pass_slot = PassSlot()
+        self._pointers = Pointers(session)
         self.engine: CompactionEngine = self._make_engine()
         self.recall = Recall(session, self._recall_config)
         self.extra_tools: list[dict[str, Any]] = []
@@ -82,7 +91,7 @@ class Dashr:
             self.meter,
             self.summarizer,
             self.archive,
-            pointers=self._recall_config.pointer == "inject",
+            pointers=self._pointers if self._recall_config.pointer == "inject" else False,
             slot=self._pass_slot,
             clock=self._clock,
         )

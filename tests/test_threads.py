@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._meter import TokenMeter
+from dashr_ext._payloads import POINTER_SOURCE
 from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
 from dashr_ext.errors import (
@@ -341,6 +342,13 @@ def test_swapping_the_engine_while_a_pass_summarizes_does_not_start_a_second_pas
     (result,) = outcome
     starts = [e for e in d.session.events if e.type == "compaction/start"]
     assert len(starts) == 1 and result.compaction_id == starts[0].data["compactionId"]
+    d.request_messages()  # the rebuilt engine knows the pointer the old one wrote
+    pointers = [
+        e.message.source["checkpoint"]
+        for e in d.session.events
+        if e.type == "context/message" and e.message.source_kind == POINTER_SOURCE
+    ]
+    assert pointers == [result.checkpoint]
 
 
 # --------------------------------------------------------------------------- half-applied

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import ENGINES
 from .._events import now_ms
 from ..errors import ConfigError
+from .commit import Pointers
 from .engine import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot
 from .summary import SummaryEngine
 
@@ -22,6 +23,7 @@ __all__ = [
     "CompactionResult",
     "ExtraEnvelope",
     "PassSlot",
+    "Pointers",
     "SummaryEngine",
     "make_engine",
 ]
@@ -37,7 +39,7 @@ def make_engine(
     summarizer: Summarizer,
     archive: MutableMapping[str, Any],
     *,
-    pointers: bool = True,
+    pointers: bool | Pointers = True,
     slot: PassSlot | None = None,
     clock: Callable[[], int] = now_ms,
 ) -> CompactionEngine:

@@ -117,7 +117,7 @@ class CompactionEngine:
         summarizer: Summarizer,
         archive: MutableMapping[str, Any],
         *,
-        pointers: bool = True,
+        pointers: bool | Pointers = True,
         slot: PassSlot | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -130,7 +130,11 @@ class CompactionEngine:
         self.last_error: str | None = None
         self._slot = slot if slot is not None else PassSlot()
         self._checkpoints = CheckpointIndex()
-        self._pointers = Pointers(session) if pointers else None
+        # A controller passes one Pointers to every engine it builds (like the slot), so an
+        # engine rebuilt while a pass runs knows the pointers the old one wrote.
+        self._pointers: Pointers | None = (
+            pointers if isinstance(pointers, Pointers) else Pointers(session) if pointers else None
+        )
 
     # ------------------------------------------------------------------ measuring
 
