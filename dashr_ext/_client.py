@@ -122,7 +122,9 @@ class ChatClient:
     **The API key** (argument ``api_key``, else ``DASHR_API_KEY``, else ``DEEPSEEK_API_KEY``,
     else ``OPENAI_API_KEY``; none is fine for keyless local servers) is sent only in the
     ``Authorization`` header, set in httpx's auth flow, so no local variable of a failing call
-    holds it (a traceback shown with its locals cannot leak it). It never appears in ``repr()``
+    holds it (a traceback shown with its locals cannot leak it); it is wrapped first thing in
+    ``__init__``, so a ``ConfigError`` for another argument cannot either (the agent and the
+    summarizer pass theirs already wrapped). It never appears in ``repr()``
     or in error messages; text from the server is scrubbed of it before it is cut to a snippet
     and shown, and a piece of the key left by any later cut is scrubbed too
     (:meth:`ChatClient.redact`). While the client lives, a session log records ``[redacted]``
@@ -136,7 +138,7 @@ class ChatClient:
         self,
         base_url: str | None = None,
         model: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         *,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         max_retries: int = 3,
@@ -151,6 +153,9 @@ class ChatClient:
         asleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        # First, before any check can raise: no frame of a traceback holds the key itself.
+        key = api_key if isinstance(api_key, Secret) else Secret(api_key)
+        api_key = None
         base_url = base_url if base_url is not None else os.environ.get(BASE_URL_ENV)
         model = model if model is not None else os.environ.get(MODEL_ENV)
         if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
@@ -178,11 +183,11 @@ class ChatClient:
             timeout = httpx.Timeout(float(timeout))
         elif not isinstance(timeout, httpx.Timeout):
             raise ConfigError("ChatClient.timeout", "seconds (> 0) or an httpx.Timeout", timeout)
-        if api_key is None:
-            api_key = next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None)
-        if api_key is not None and not isinstance(api_key, str):
-            raise ConfigError("ChatClient.api_key", "a string or None", type(api_key).__name__)
-        self._key = Secret(api_key or None)
+        if key.wrong_type is not None:
+            raise ConfigError("ChatClient.api_key", "a string or None", key.wrong_type)
+        if not key.given:
+            key = Secret(next((os.environ[v] for v in API_KEY_ENV if os.environ.get(v)), None))
+        self._key = key if key.get() else Secret(None)
         self._auth = _BearerAuth(self._key)
         self._user_agent = f"dashr_ext/{__version__}"
         self.base_url = base_url.rstrip("/")
@@ -209,10 +214,13 @@ class ChatClient:
         self._closing: set[concurrent.futures.Future[None]] = set()
 
     def __repr__(self) -> str:
-        key = "set" if self._key.get() else "none"
+        # Tolerates a half-built client: a traceback shown with its locals reprs __init__'s self.
+        secret = getattr(self, "_key", None)
+        key = "set" if secret is not None and secret.get() else "none"
         return (
-            f"ChatClient(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>, "
-            f"max_retries={self.max_retries})"
+            f"ChatClient(base_url={getattr(self, 'base_url', None)!r}, "
+            f"model={getattr(self, 'model', None)!r}, api_key=<{key}>, "
+            f"max_retries={getattr(self, 'max_retries', None)})"
         )
 
     __str__ = __repr__

@@ -35,6 +35,7 @@ from ._checkpoints import checkpoint_of
 from ._display import PlainText
 from ._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
 from ._recall import TOOL_NAMES
+from ._redaction import Secret, scrub_keys
 from ._templates import render
 from .errors import AgentError, ConfigError, EndpointError, RecallError
 
@@ -198,6 +199,9 @@ class Agent:
     ) -> None:
         from ._client import ChatClient  # httpx loads with the first agent, not on import
 
+        # First, before any check can raise: no frame of a traceback holds the key itself.
+        key = Secret(api_key)
+        api_key = None
         _check_int("max_steps", max_steps, 1)
         _check_int("tool_output_max_chars", tool_output_max_chars, 200)
         if max_tokens is not None:
@@ -215,9 +219,9 @@ class Agent:
                 raise ConfigError("Agent.client", "a ChatClient or None", client)
             given = [
                 name
-                for name, value in (("base_url", base_url), ("model", model), ("api_key", api_key))
+                for name, value in (("base_url", base_url), ("model", model))
                 if value is not None
-            ]
+            ] + (["api_key"] if key.given else [])
             if given:
                 raise ConfigError(
                     "Agent.client",
@@ -227,7 +231,7 @@ class Agent:
             self.client = client
             self._owns_client = False
         else:
-            self.client = ChatClient(base_url, model, api_key, label="agent")
+            self.client = ChatClient(base_url, model, key, label="agent")
             self._owns_client = True
         self.dashr = dashr
         self.shell = shell
@@ -247,6 +251,9 @@ class Agent:
         self._bind_names()
 
     def __repr__(self) -> str:
+        # Tolerates a half-built agent: a traceback shown with its locals reprs __init__'s self.
+        if not all(hasattr(self, a) for a in ("client", "dashr", "shell", "max_steps")):
+            return "<Agent (not initialised)>"
         where = "IPython shell" if self.shell is not None else "plain namespace"
         return (
             f"<Agent model={self.client.model!r} session={self.dashr.session.id} ({where}), "
@@ -502,8 +509,9 @@ class Agent:
                     False,
                 )
             output = run_cell(code, shell=self.shell, namespace=self.namespace)
+            # Keys are scrubbed before the cut, which could split one (SPEC §12).
             return (
-                truncate_output(output.text, self.tool_output_max_chars),
+                truncate_output(scrub_keys(output.text), self.tool_output_max_chars),
                 output.is_error,
                 output.interrupted,
             )
@@ -512,7 +520,7 @@ class Agent:
                 text = self.dashr.call_tool(call.name, arguments)
             except RecallError as exc:
                 return f"error: {exc}", True, False
-            return truncate_output(text, self.tool_output_max_chars), False, False
+            return truncate_output(scrub_keys(text), self.tool_output_max_chars), False, False
         offered = ", ".join(t["function"]["name"] for t in self.tools())
         return f"error: unknown tool {call.name!r}; the tools are: {offered}", True, False
 

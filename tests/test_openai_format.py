@@ -21,6 +21,9 @@ def tc(cid: str, name: str = "bash", arguments: str = '{"command": "ls"}') -> di
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+NAN = float("nan")
+
+
 def _nested(levels: int) -> Any:
     value: Any = "leaf"
     for _ in range(levels):
@@ -270,6 +273,41 @@ def test_documented_normalisations(session: Session) -> None:
         ({"role": "user", "content": "x", "when": float("nan")}, "when", "not JSON data"),
         ({"role": "user", "content": "x", "meta": {1, 2}}, "meta", "not JSON data"),
         (
+            {"role": "user", "content": "x", "metadata": {1: "a", "1": "b"}},
+            "metadata",
+            "not JSON data (keys must be strings, got the key 1 (of type int))",
+        ),
+        (
+            {"role": "user", "content": "x", ("t",): 1},
+            "('t',)",
+            "keys must be strings, got the key ('t',) (of type tuple)",
+        ),
+        (
+            {"role": "user", "content": "x", "meta": [{"ok": 1.5}, {"a": float("-inf")}]},
+            "meta[1].a",
+            "not JSON data (numbers must be finite, got -inf)",
+        ),
+        (
+            {"role": "user", "content": "x", "meta": {"k": dict([("a\ud800", 1), ("a\udfff", 2)])}},
+            "meta.k.a\ufffd",
+            "two keys are the same once made UTF-8-safe",
+        ),
+        (
+            dict([("role", "user"), ("content", "x"), ("n\ud800", 1), ("n\udfff", 2)]),
+            "n\ufffd",
+            "two keys are the same once made UTF-8-safe",
+        ),
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "http://x/a.png", "detail": NAN}}
+                ],
+            },
+            "content[0].image_url.detail",
+            "expected a string such as 'auto', 'low' or 'high', got float",
+        ),
+        (
             {"role": "function", "content": "x"},
             "role",
             "expected 'system', 'user', 'assistant' or 'tool'",
@@ -303,6 +341,23 @@ def test_malformed_messages_name_the_field_and_change_nothing(
     assert info.value.field == field
     assert problem in str(info.value)
     assert (session.path.read_bytes(), len(session.events), session.surface) == before
+
+
+def test_kept_fields_read_back_from_the_log_as_they_were_recorded(
+    session: Session, tmp_path: Path
+) -> None:
+    message = {
+        "role": "user",
+        "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png", "detail": "low"}}],
+        "metadata": {"1": "b", "nested": [{"k": 1.5, "n": None, "t": True}, "s", 7]},
+        "name": "ann",
+    }
+    session.record_openai(message)
+    live = to_openai(session)
+    session.close()
+    reopened = Session.open(tmp_path / "s.jsonl")
+    assert to_openai(reopened) == live == [message]
+    reopened.close()
 
 
 def test_a_bad_message_in_a_list_appends_none_of_the_list(session: Session) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,12 +16,13 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from dashr_ext import CompactionConfig, Dashr
+from dashr_ext._cells import truncate_output
 from dashr_ext._client import ChatClient
 from dashr_ext._redaction import API_KEY_ENV, REDACTED, configured_keys, scrub_keys
 from dashr_ext._summarizers.base import SummaryRequest
 from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.agent import Agent
-from dashr_ext.errors import EndpointError, SummarizerEndpointError
+from dashr_ext.errors import ConfigError, EndpointError, SummarizerEndpointError
 from dashr_ext.testing import (
     Reply,
     ScriptedServer,
@@ -35,6 +37,7 @@ ENV_MARKER = "sk-env-4be1c07d9a2f5638-SECRET"
 AGENT_MARKER = "sk-agent-91d3e6f0b82c4a57-SECRET"
 SUMMARIZER_MARKER = "sk-summ-0c5a7e9b3d1f8264-SECRET"
 CLIENT_MARKER = "sk-client-5d2e8a0f6c3b9147-SECRET"  # only one short-lived client holds it
+RANDOM_KEY = "sk-proj-Q7wLx2NvB9cTzR4mKp8YhJ3sDf6GaU1eVo5"  # random, as real keys are
 MARKERS = (MARKER, ENV_MARKER, AGENT_MARKER, SUMMARIZER_MARKER)
 URL = "https://api.example.test/v1"
 
@@ -230,6 +233,47 @@ def test_no_frame_of_a_failed_compaction_holds_the_key(tmp_path: Path) -> None:
     assert [w for w in warned if SUMMARIZER_MARKER in w] == []
 
 
+INIT_FAILURES: dict[str, tuple[Callable[[], object], str]] = {
+    # kind: (a constructor given the key and a bad setting, the field its ConfigError names)
+    "ChatClient": (lambda: ChatClient(URL, "m", api_key=MARKER, timeout=0), "ChatClient.timeout"),
+    "ChatClient base_url": (lambda: ChatClient("ftp://x", "m", MARKER), "ChatClient.base_url"),
+    "LLMSummarizer": (
+        lambda: LLMSummarizer(base_url=URL, model="m", api_key=MARKER, max_tokens=0),
+        "LLMSummarizer.max_tokens",
+    ),
+    "LLMSummarizer via its client": (  # re-raised: the client's error is chained, walked too
+        lambda: LLMSummarizer(base_url=URL, model=" ", api_key=MARKER),
+        "LLMSummarizer.model",
+    ),
+    "Agent": (
+        lambda: Agent(
+            Dashr.create(in_memory=True), base_url=URL, model="m", api_key=MARKER, max_steps=0
+        ),
+        "Agent.max_steps",
+    ),
+    "Agent via its client": (
+        lambda: Agent(Dashr.create(in_memory=True), base_url="ftp://x", model="m", api_key=MARKER),
+        "ChatClient.base_url",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(INIT_FAILURES))
+def test_no_frame_of_a_constructors_config_error_holds_the_key(kind: str) -> None:
+    call, field = INIT_FAILURES[kind]
+    exc, _ = provoke(call)
+
+    assert isinstance(exc, ConfigError) and exc.field == field
+    assert leaks(exc) == []
+    # A traceback shown with its locals reprs the half-built object: that must work too.
+    shown = [
+        "".join(traceback.TracebackException.from_exception(e, capture_locals=True).format())
+        for e in chained(exc)
+    ]
+    assert [MARKER in text for text in shown] == [False] * len(shown)
+    assert "key = <secret>" in shown[-1]  # the innermost constructor holds it wrapped
+
+
 # --------------------------------------------------------------------------- the log
 
 
@@ -243,7 +287,7 @@ def test_scrub_keys_replaces_each_configured_key_and_leaves_short_values_alone(
         "text": f"env {ENV_MARKER}, client {CLIENT_MARKER}, short abc1234",
         "nested": [{"arguments": json.dumps({"code": f"print('{CLIENT_MARKER}')"})}, 3, None],
         "pair": ("x", ENV_MARKER),
-        CLIENT_MARKER: "dict keys are left alone",
+        CLIENT_MARKER: "dict keys are scrubbed too",
     }
     untouched = {"text": "nothing secret here", "list": ["a", 1]}
 
@@ -253,7 +297,7 @@ def test_scrub_keys_replaces_each_configured_key_and_leaves_short_values_alone(
         "text": f"env {REDACTED}, client {REDACTED}, short abc1234",
         "nested": [{"arguments": json.dumps({"code": f"print('{REDACTED}')"})}, 3, None],
         "pair": ("x", REDACTED),
-        CLIENT_MARKER: "dict keys are left alone",
+        REDACTED: "dict keys are scrubbed too",
     }
     assert data["text"].startswith(f"env {ENV_MARKER}")  # the input is not modified
     assert scrub_keys(untouched) is untouched
@@ -352,3 +396,150 @@ def test_a_cell_that_prints_the_key_records_archives_and_sends_it_redacted(
     assert {where: [m for m in MARKERS if m in text] for where, text in shown.items()} == {
         where: [] for where in shown
     }
+
+
+def test_dict_keys_are_scrubbed_and_a_clash_after_scrubbing_loses_no_entry() -> None:
+    other = "sk-other-e4c1a7d93b2f0586-SECRET"
+    data = {
+        MARKER: 1,
+        REDACTED: 2,  # already there, unchanged: keeps its name
+        other: 3,
+        f"{MARKER}~x": [{MARKER: MARKER}],
+        7: "a non-string key is left as it is",
+    }
+
+    scrubbed = scrub_keys(data, [MARKER, other])
+
+    assert scrubbed == {
+        f"{REDACTED}~2": 1,
+        REDACTED: 2,
+        f"{REDACTED}~3": 3,
+        f"{REDACTED}~x": [{REDACTED: REDACTED}],
+        7: "a non-string key is left as it is",
+    }
+    assert list(scrubbed) == [f"{REDACTED}~2", REDACTED, f"{REDACTED}~3", f"{REDACTED}~x", 7]
+    assert MARKER in data  # the input is not modified
+    plain = {"a": {"b": [1]}}
+    assert scrub_keys(plain, [MARKER]) is plain
+
+
+def test_a_key_used_as_a_dict_key_is_never_recorded_or_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_MARKER)
+    path = tmp_path / "s.jsonl"
+    parameters = {"type": "object", "properties": {ENV_MARKER: {"type": "string"}}}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+    dashr = Dashr.create(path, tools=tools)
+    dashr.session.append_log("x-harness/env", {"vars": {ENV_MARKER: "OPENAI_API_KEY"}})
+    dashr.record_openai({"role": "user", "content": "hi", "metadata": {ENV_MARKER: 1}})
+    live = (dashr.request_messages(), dashr.request_tools())
+    dashr.close()
+
+    scrubbed_tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {REDACTED: {"type": "string"}}},
+        },
+    }
+    assert live[0] == [{"role": "user", "content": "hi", "metadata": {REDACTED: 1}}]
+    assert live[1][0] == scrubbed_tool
+    text = path.read_text(encoding="utf-8")
+    assert ENV_MARKER not in text
+    assert [
+        json.loads(line)["data"]
+        for line in text.splitlines()
+        if json.loads(line)["type"] == "x-harness/env"
+    ] == [{"vars": {REDACTED: "OPENAI_API_KEY"}}]
+    reopened = Dashr.open(path)
+    assert (reopened.request_messages(), reopened.request_tools()) == live
+    reopened.close()
+
+
+def _longest_piece(key: str, text: str) -> int:
+    """The length of the longest run of ``key`` that shows in ``text``."""
+    return max(
+        (
+            n
+            for n in range(1, len(key) + 1)
+            for i in range(len(key) - n + 1)
+            if key[i : i + n] in text
+        ),
+        default=0,
+    )
+
+
+def test_the_agent_scrubs_a_cells_output_before_cutting_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", RANDOM_KEY)
+    path = tmp_path / "s.jsonl"
+    # The cut keeps the last 54 characters: 20 'z's and the key's last 34 (unscrubbed).
+    code = 'import os; print("y" * 1000 + os.environ["OPENAI_API_KEY"] + "z" * 20, end="")'
+    with ScriptedServer() as server, Dashr.create(path) as dashr:
+        server.script(call_run_cell(code), answer("done"))
+        agent = Agent(dashr, base_url=server.base_url, model="m", tool_output_max_chars=200)
+        assert agent.run_turn("show env") == "done"
+        result = next(e for e in dashr.session.events if e.type == "tool/result")
+        sent = json.dumps([r.json for r in server.requests])
+
+    assert result.message.text == truncate_output("y" * 1000 + REDACTED + "z" * 20, 200)
+    log = path.read_text(encoding="utf-8")
+    # Without the scrub before the cut: 34 of the key's 43 characters, in both.
+    assert max(_longest_piece(RANDOM_KEY, log), _longest_piece(RANDOM_KEY, sent)) < 8
+
+
+def test_a_piece_of_a_key_left_at_either_end_of_a_string_is_scrubbed() -> None:
+    key = RANDOM_KEY
+    keys = [key]
+    assert scrub_keys(key[9:] + "\nrest of the output", keys) == REDACTED + "\nrest of the output"
+    assert scrub_keys("the output so far: " + key[:20], keys) == f"the output so far: {REDACTED}"
+    assert scrub_keys(key[-8:] + " and " + key[:8], keys) == f"{REDACTED} and {REDACTED}"
+    assert scrub_keys(key[5:30], keys) == REDACTED  # cut at both ends: 25 from inside
+    assert scrub_keys({"k": [key[3:]]}, keys) == {"k": [REDACTED]}
+    assert scrub_keys({key[:12]: 1}, keys) == {REDACTED: 1}
+    # Left alone: shorter than 8 at an end, or 16 from inside, and any piece inside a string
+    # (it cannot be told from ordinary text).
+    for text in (key[-7:] + " x", "x " + key[:7], key[5:20], "a " + key[:20] + " b", "plain"):
+        assert scrub_keys(text, keys) is text
+
+
+def test_a_harness_that_cuts_a_key_records_neither_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", RANDOM_KEY)
+    path = tmp_path / "s.jsonl"
+    with Dashr.create(path) as dashr:
+        dashr.record_openai(
+            [
+                {"role": "user", "content": "print the env"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"command": "env"}'},
+                        },
+                    ],
+                },
+                # The harness cut its tool output into two messages' worth, through the key.
+                {
+                    "role": "tool",
+                    "tool_call_id": "c1",
+                    "content": [
+                        {"type": "text", "text": "KEY=" + RANDOM_KEY[:25]},
+                        {"type": "text", "text": RANDOM_KEY[25:] + "\nHOME=/root"},
+                    ],
+                },
+            ]
+        )
+        messages = dashr.request_messages()
+
+    assert messages[-1]["content"] == [
+        {"type": "text", "text": f"KEY={REDACTED}"},
+        {"type": "text", "text": f"{REDACTED}\nHOME=/root"},
+    ]
+    assert _longest_piece(RANDOM_KEY, path.read_text(encoding="utf-8")) < 8

@@ -24,6 +24,9 @@ The round-trip through :func:`to_openai` is exact except for these normalisation
 
 Keys this module does not interpret (``name``, an assistant's top-level ``refusal`` and the
 like) are kept on the event under ``message["openai"]["extra"]`` and emitted again unchanged.
+So that a reopened session emits them as the live one did, a kept value must be strict JSON:
+objects with string keys (no two of which become the same when made UTF-8-safe), arrays,
+strings, finite numbers, booleans and null. An image part's ``detail`` must be a string.
 
 Input is made safe to log before it is translated: every string (keys included) goes through
 :func:`~dashr_ext._jsontext.utf8_text`, so surrogates UTF-8 cannot encode are replaced
@@ -42,7 +45,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -56,7 +59,7 @@ from .._events import (
     block_to_json,
     render_image,
 )
-from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
+from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json, utf8_text
 from ..errors import FormatError
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
 
 _FIELD_DEPTH = MAX_JSON_DEPTH - 5
 """How deeply one field of a message may nest: event, data, message, openai, extra wrap it."""
+_SAME_KEYS = "two keys are the same once made UTF-8-safe (a lone surrogate becomes U+FFFD)"
 _KNOWN_KEYS = {
     "system": {"role", "content"},
     "user": {"role", "content"},
@@ -139,18 +143,20 @@ class _Converter:
                     f"nested more than {_FIELD_DEPTH} levels deep; a message field may nest "
                     f"at most {_FIELD_DEPTH} levels",
                 )
-        m = utf8_json(dict(m))  # bounded above, so the walk ends even on a cyclic input
         role = m.get("role")
         if role not in _KNOWN_KEYS:
             raise FormatError(
                 f"{p}role", f"expected 'system', 'user', 'assistant' or 'tool', got {role!r}"
             )
+        safe: set[str] = set()
+        for key, value in m.items():  # what is kept as it came must read back the same
+            if key not in _KNOWN_KEYS[role]:
+                _check_kept(key, value, p)
+            if utf8_text(key) in safe:
+                raise FormatError(f"{p}{utf8_text(key)}", _SAME_KEYS)
+            safe.add(utf8_text(key))
+        m = utf8_json(dict(m))  # bounded above, so the walk ends even on a cyclic input
         extra = {k: v for k, v in m.items() if k not in _KNOWN_KEYS[role]}
-        for key, value in extra.items():
-            try:
-                json.dumps(value, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise FormatError(f"{p}{key}", f"not JSON data ({exc})") from None
         if role == "system":
             content, parts = _text_content(m, p, allow_none=False)
             msg = _message("system", {"kind": "system"}, content, parts, extra)
@@ -241,6 +247,45 @@ class _Converter:
 
     def _call_name(self, call_id: str) -> str:
         return self.new_calls.get(call_id) or self.calls.tool_call_name(call_id) or ""
+
+
+def _check_kept(key: object, value: object, p: str) -> None:
+    """Refuse an uninterpreted field that would not read back from the log as it is now.
+
+    Kept fields must be strict JSON: objects with string keys (no two the same once made
+    UTF-8-safe), arrays, strings, finite numbers, booleans and null.
+    """
+    if not isinstance(key, str):
+        raise FormatError(
+            f"{p}{key!r}", f"not JSON data (keys must be strings, got {_key_shown(key)})"
+        )
+    todo: list[tuple[str, object]] = [(f"{p}{utf8_text(key)}", value)]
+    while todo:  # json_depth bounded the nesting, so a cyclic value cannot get here
+        field, item = todo.pop()
+        children: list[tuple[str, object]] = []
+        if isinstance(item, dict):
+            names: set[str] = set()
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    raise FormatError(
+                        field, f"not JSON data (keys must be strings, got {_key_shown(k)})"
+                    )
+                name = f"{field}.{utf8_text(k)}"
+                if name in names:
+                    raise FormatError(name, _SAME_KEYS)
+                names.add(name)
+                children.append((name, v))
+        elif isinstance(item, list | tuple):
+            children = [(f"{field}[{i}]", v) for i, v in enumerate(item)]
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise FormatError(field, f"not JSON data (numbers must be finite, got {item!r})")
+        elif item is not None and not isinstance(item, str | int | float):
+            raise FormatError(field, f"not JSON data (a {type(item).__name__})")
+        todo.extend(reversed(children))  # depth first, in order: the first bad field is named
+
+
+def _key_shown(key: object) -> str:
+    return f"the key {key!r} (of type {type(key).__name__})"
 
 
 def _message(
@@ -349,6 +394,11 @@ def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
     extra: dict[str, Any] = {"url": url}
     detail = image.get("detail") if isinstance(image, Mapping) else None
     if detail is not None:
+        if not isinstance(detail, str):
+            raise FormatError(
+                f"{p}.image_url.detail",
+                f"expected a string such as 'auto', 'low' or 'high', got {type(detail).__name__}",
+            )
         extra["detail"] = detail
     return ImageBlock(
         attachment_id=hashlib.sha256(url.encode()).hexdigest()[:16],

@@ -17,6 +17,7 @@ from .._checkpoints import is_checkpoint
 from .._client import API_KEY_ENV, DEFAULT_TIMEOUT, ChatClient
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from .._jsontext import utf8_text
+from .._redaction import Secret
 from .._templates import render
 from ..errors import (
     ConfigError,
@@ -113,6 +114,9 @@ class LLMSummarizer:
         rng: random.Random | None = None,
         client: ChatClient | None = None,
     ) -> None:
+        # First, before any check can raise: no frame of a traceback holds the key itself.
+        key = Secret(api_key)
+        api_key = None
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
@@ -122,7 +126,7 @@ class LLMSummarizer:
                 client = ChatClient(
                     base_url,
                     model,
-                    api_key,
+                    key,
                     timeout=timeout,
                     max_retries=max_retries,
                     backoff_base=backoff_base,
@@ -151,10 +155,14 @@ class LLMSummarizer:
         self.prompts_dir = prompts_dir
 
     def __repr__(self) -> str:
-        key = "set" if self._chat.has_key else "none"
+        # Tolerates a half-built summarizer: a traceback shown with its locals reprs
+        # __init__'s self.
+        chat = getattr(self, "_chat", None)
+        key = "set" if chat is not None and chat.has_key else "none"
         return (
-            f"LLMSummarizer(base_url={self.base_url!r}, model={self.model!r}, api_key=<{key}>, "
-            f"max_retries={self._chat.max_retries})"
+            f"LLMSummarizer(base_url={getattr(self, 'base_url', None)!r}, "
+            f"model={getattr(self, 'model', None)!r}, api_key=<{key}>, "
+            f"max_retries={getattr(chat, 'max_retries', None)})"
         )
 
     __str__ = __repr__
