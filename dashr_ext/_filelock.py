@@ -1,4 +1,4 @@
-"""The one-writer lock on a session file, and letting go of it in a forked child (SPEC §3.4).
+"""The one-writer lock on a session file, and letting go of locks in a forked child (SPEC §3.4).
 
 A writer holds an exclusive ``flock`` on the session file itself. ``flock`` rather
 than ``fcntl``/``lockf`` record locks because it belongs to the open file, not the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import threading
 import weakref
 from pathlib import Path
 from typing import Protocol
@@ -26,7 +27,7 @@ from .errors import SessionLockedError, StoreError
 if sys.platform != "win32":
     import fcntl
 
-__all__ = ["LockHolder", "lock_exclusive", "release_in_forked_child"]
+__all__ = ["LockHolder", "lock_exclusive", "release_in_forked_child", "renewed_in_child"]
 
 
 def lock_exclusive(file: io.FileIO, path: Path) -> None:
@@ -52,13 +53,18 @@ def lock_exclusive(file: io.FileIO, path: Path) -> None:
 
 
 class LockHolder(Protocol):
-    """An object holding a writer lock that a forked child must not keep using."""
+    """An object holding a lock that a forked child must not keep using as it is.
+
+    A store holds the writer lock, a session its thread lock: in the child the thread
+    holding that may not exist, so the lock would stay held forever.
+    """
 
     def _drop_inherited(self) -> None:
-        """In a forked child: close the inherited descriptor, never ``LOCK_UN``.
+        """In a forked child: let go of what the parent holds (a store: close the
+        inherited descriptor, never ``LOCK_UN``; the child shares the parent's open file
+        description and so its ``flock``, unlocking would release the parent's lock).
 
-        The child shares the parent's open file description and so its ``flock``;
-        unlocking would release the parent's lock, closing just drops the child's copy.
+        Called in every child, and again in a child's children: it must be idempotent.
         """
 
 
@@ -71,10 +77,19 @@ def release_in_forked_child(holder: LockHolder) -> None:
     _HOLDERS.add(holder)
 
 
+def renewed_in_child(lock: threading.RLock) -> threading.RLock:
+    """For a forked child: ``lock`` itself if this thread may take it (it is free, or the
+    forking thread holds it and will release it), else a new lock (a thread the child does
+    not have holds it, so nothing would ever release it)."""
+    if not lock.acquire(blocking=False):
+        return threading.RLock()
+    lock.release()
+    return lock
+
+
 def _after_fork_in_child() -> None:
-    for holder in list(_HOLDERS):
+    for holder in list(_HOLDERS):  # they stay registered: the child may fork again
         holder._drop_inherited()
-    _HOLDERS.clear()
 
 
 if hasattr(os, "register_at_fork"):

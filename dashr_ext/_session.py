@@ -11,7 +11,11 @@ and keeps three folds of it up to date as events are appended:
 Opening a file replays it through the same folds, so the live state and the replayed state
 are equal by construction. Appends are validated before anything is written: a failed append
 leaves the log, the file and every fold exactly as they were. Threads may share a session:
-every append, and every read that spans several folds, holds :attr:`Session.lock`.
+every append, and every read that spans several folds, holds :attr:`Session.lock`. A read
+without it (``event``, ``len``, ``is_current``, ...) sees the log at least as it was before any
+append in progress, never less; it may see that append's events before they are durable, and
+they go again if it fails (hold the lock to see only what is final). A forked child gets a
+fresh lock: its reads work, its writes get the store's error.
 
 This module knows nothing of compaction; it only offers the queries a range selector needs
 (:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
@@ -39,6 +43,7 @@ from ._events import (
     now_ms,
     text_blocks,
 )
+from ._filelock import release_in_forked_child, renewed_in_child
 from ._formats.openai import to_event_specs, to_openai
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
@@ -70,6 +75,7 @@ class Session:
         self._read_only = read_only
         self._clock = clock
         self._lock = threading.RLock()
+        release_in_forked_child(self)
         self._reset()
         for event in events:
             self._check(event)
@@ -177,6 +183,9 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _drop_inherited(self) -> None:  # in a forked child (see _filelock)
+        self._lock = renewed_in_child(self._lock)
+
     # ------------------------------------------------------------------ state
 
     def _reset(self) -> None:
@@ -194,7 +203,7 @@ class Session:
         self._session_id = ""
         self._surface_version = 0
         self._balance_cache: tuple[int, list[bool]] | None = None
-        self._pos_cache: tuple[int, dict[int, int]] | None = None
+        self._pos_cache: tuple[int, list[int], dict[int, int]] | None = None
 
     @property
     def lock(self) -> threading.RLock:
@@ -244,10 +253,11 @@ class Session:
 
     def position(self, seq: int) -> int:
         """Surface position of a current node."""
-        if self._pos_cache is None or self._pos_cache[0] != self._surface_version:
-            self._pos_cache = (self._surface_version, {s: i for i, s in enumerate(self._surface)})
+        surface, version, cache = self._surface, self._surface_version, self._pos_cache
+        if cache is None or cache[0] != version or cache[1] is not surface:  # rollbacks: new list
+            cache = self._pos_cache = (version, surface, {s: i for i, s in enumerate(surface)})
         try:
-            return self._pos_cache[1][seq]
+            return cache[2][seq]
         except KeyError:
             raise SurfaceError(f"seq {seq} is not on the current surface") from None
 
@@ -341,38 +351,19 @@ class Session:
     def begin_turn(self) -> Event:
         """Mark the start of a turn explicitly (recorded messages then get no inferred markers)."""
         with self._lock:
-            if self.open_turn is not None:
-                raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
-            return self.append([EventSpec("turn/start", {"turn": self._turns.next_turn()})])[0]
+            return self.append(self._turns.begin_turn_markers())[0]
 
     def end_turn(self, reason: str = "completed") -> Event:
         with self._lock:
-            turn = self.open_turn
-            if turn is None:
-                raise SurfaceError("no turn is open")
-            specs = []
-            if self.open_step is not None:
-                specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
-            specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
-            return self.append(specs)[-1]
+            return self.append(self._turns.end_turn_markers(reason))[-1]
 
     def begin_step(self) -> Event:
         with self._lock:
-            if self.open_turn is None:
-                raise SurfaceError("no turn is open; call begin_turn() first")
-            if self.open_step is not None:
-                raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
-            spec = EventSpec(
-                "step/start", {"turn": self.open_turn, "step": self._turns.next_step()}
-            )
-            return self.append([spec])[0]
+            return self.append(self._turns.begin_step_markers())[0]
 
     def end_step(self) -> Event:
         with self._lock:
-            step = self.open_step
-            if step is None:
-                raise SurfaceError("no step is open")
-            return self.append([EventSpec("step/end", {"turn": step[0], "step": step[1]})])[0]
+            return self.append(self._turns.end_step_markers())[0]
 
     @property
     def infers_markers(self) -> bool:
@@ -496,10 +487,16 @@ class Session:
         )
 
     def _rollback(self, length: int) -> None:
-        events = self._events[:length]
-        self._reset()
-        for event in events:
-            self._apply(event)
+        """Drop the events from ``length`` on, never showing a lock-free reader fewer: rebuild
+        the folds aside, swap them in, then cut the log in place (``events`` is the same list).
+        """
+        fresh = object.__new__(type(self))
+        fresh._reset()
+        for event in self._events[:length]:
+            fresh._apply(event)
+        del fresh._events
+        vars(self).update(vars(fresh))
+        del self._events[length:]
 
     # ------------------------------------------------------------------ the fold
 
@@ -629,8 +626,9 @@ class Session:
     # ------------------------------------------------------------------ the surface in order
 
     def surface_events(self) -> Iterator[Event]:
-        for seq in self._surface:
-            yield self._events[seq]
+        """The current surface's events, in order, as they are at the call."""
+        with self._lock:
+            return iter([self._events[seq] for seq in self._surface])
 
     def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
         """The next request's messages, derived from the current surface (SPEC §3.2)."""

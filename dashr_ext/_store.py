@@ -421,10 +421,10 @@ class Store:
         payload = _encode_batch(objs)
         with self._mutex:
             file = self._file
+            if self._broken is not None:  # checked first: a forked child's store has no file
+                raise StoreError(self._broken)
             if file is None:
                 raise StoreError(f"{self.path}: the store is closed; open it again to append")
-            if self._broken is not None:
-                raise StoreError(self._broken)
             if self._torn:
                 raise StoreError(
                     f"{self.path}: the file ends with an incomplete line; call load() first "

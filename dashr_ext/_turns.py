@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._events import EventSpec, Message
+from .errors import SurfaceError
 
 __all__ = ["MARKER_TYPES", "Marker", "Step", "Turn", "TurnFold", "Unit", "message_shape"]
 
@@ -135,6 +136,40 @@ class TurnFold:
                 after.append(("step/end", {"turn": turn, "step": next_step}))
                 after.append(("turn/end", {"turn": turn, "reason": "completed"}))
         return before, after
+
+    # ------------------------------------------------------------------ explicit markers
+
+    def begin_turn_markers(self) -> list[EventSpec]:
+        """The marker that opens a turn now; refused while one is open."""
+        if self.open_turn is not None:
+            raise SurfaceError(f"turn {self.open_turn} is still open; end it first")
+        return [EventSpec("turn/start", {"turn": self.next_turn()})]
+
+    def end_turn_markers(self, reason: str) -> list[EventSpec]:
+        """The markers that end the open turn now (its open step first)."""
+        turn = self.open_turn
+        if turn is None:
+            raise SurfaceError("no turn is open")
+        specs = []
+        if self.open_step is not None:
+            specs.append(EventSpec("step/end", {"turn": turn, "step": self.open_step[1]}))
+        specs.append(EventSpec("turn/end", {"turn": turn, "reason": reason}))
+        return specs
+
+    def begin_step_markers(self) -> list[EventSpec]:
+        """The marker that opens the next step of the open turn."""
+        if self.open_turn is None:
+            raise SurfaceError("no turn is open; call begin_turn() first")
+        if self.open_step is not None:
+            raise SurfaceError(f"step {self.open_step[1]} is still open; end it first")
+        return [EventSpec("step/start", {"turn": self.open_turn, "step": self.next_step()})]
+
+    def end_step_markers(self) -> list[EventSpec]:
+        """The marker that ends the open step."""
+        if self.open_step is None:
+            raise SurfaceError("no step is open")
+        turn, step = self.open_step
+        return [EventSpec("step/end", {"turn": turn, "step": step})]
 
     # ------------------------------------------------------------------ queries
 

@@ -505,3 +505,25 @@ def test_the_fold_implies_markers_from_where_it_stands() -> None:
         fold.apply_marker(3, kind, data)
     assert (fold.open_turn, fold.open_step, fold.next_step()) == (1, (1, 1), 2)
     assert fold.implied_markers("user", "compact-checkpoint", False) == ([], [])
+
+
+def test_surface_events_yields_the_surface_it_was_called_on_even_across_a_failed_append(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    append_user(session, "one")
+    append_user(session, "two")
+    expected = [e.to_json() for e in session.surface_events()]
+    it = session.surface_events()
+    first = next(it)
+    store = session._store
+    assert store is not None
+
+    def failing_append(objs: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "append", failing_append)
+    with pytest.raises(OSError, match="disk full"):
+        append_user(session, "doomed")
+    monkeypatch.undo()
+    append_user(session, "three")  # reuses the doomed seq
+    assert [first.to_json(), *(e.to_json() for e in it)] == expected

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
+import signal
 import tempfile
 import threading
 import time
@@ -459,3 +461,184 @@ def test_two_threads_in_any_interleaving_leave_a_log_that_reopens_to_the_live_st
             assert reopened_state(d) == state(d)
         finally:
             d.close()
+
+
+# --------------------------------------------------------------------------- lock-free readers
+
+
+def lock_free_reads(s: Session, seq: int, call_id: str) -> dict[str, Any]:
+    """What the readers that take no lock say about ``seq`` and ``call_id`` (or what they raise)."""
+    reads: dict[str, Callable[[], Any]] = {
+        "len": lambda: len(s),
+        "events": lambda: len(s.events) > seq and s.events[seq].seq,
+        "event": lambda: s.event(seq).to_json(),
+        "id": lambda: s.id,
+        "system_prompt": lambda: s.system_prompt,
+        "tools": lambda: s.tools,
+        "surface_version": lambda: s.surface_version,
+        "position": lambda: s.position(seq),
+        "is_current": lambda: s.is_current(seq),
+        "tool_call": lambda: (s.tool_call_seq(call_id), s.tool_call_name(call_id)),
+        "open_turn": lambda: s.open_turn,
+    }
+    out: dict[str, Any] = {}
+    for name, read in reads.items():
+        try:
+            out[name] = read()
+        except Exception as exc:  # a torn read is what the test looks for
+            out[name] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def test_readers_without_the_lock_never_see_a_failed_append_empty_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Undoing a failed batch rebuilds the folds aside and swaps them in; the live ones stay.
+
+    The writer is held in the middle of that rebuild while another thread reads.
+    """
+    s = Session.create(
+        tmp_path / "s.jsonl",
+        system_prompt="You are terse.",
+        tools=[{"type": "function", "function": {"name": "bash"}}],
+        durability="flush",
+    )
+    s.record_openai([{"role": "user", "content": "go"}, *step_messages("a.py")])
+    seq = len(s) - 1  # the tool result: durable long before the failed append
+    before = lock_free_reads(s, seq, "call_a.py")
+    surface_before = [e.to_json() for e in s.surface_events()]
+    store = s._store
+    assert store is not None
+    real_append = store.append
+    failing, rebuilding, read = threading.Event(), threading.Event(), threading.Event()
+    during: dict[str, Any] = {}
+
+    def failing_append(objs: Sequence[dict[str, Any]]) -> None:
+        if "doomed" not in json.dumps(objs):
+            real_append(objs)
+            return
+        during.update(lock_free_reads(s, seq, "call_a.py"))  # the batch, applied
+        failing.set()
+        raise StoreError("disk full")
+
+    real_apply = Session._apply
+
+    def pausing_apply(self: Session, event: Any) -> None:
+        if failing.is_set() and not rebuilding.is_set():  # the rollback has begun
+            rebuilding.set()
+            assert read.wait(WAIT_S)
+        real_apply(self, event)
+
+    monkeypatch.setattr(store, "append", failing_append)
+    monkeypatch.setattr(Session, "_apply", pausing_apply)
+    seen: dict[str, Any] = {}
+
+    def writer() -> None:
+        with pytest.raises(StoreError, match="disk full"):
+            s.record_openai(step_messages("doomed.py"))
+
+    def reader() -> None:
+        assert rebuilding.wait(WAIT_S)
+        seen.update(lock_free_reads(s, seq, "call_a.py"))
+        read.set()
+        seen["surface_events"] = [e.to_json() for e in s.surface_events()]
+
+    assert run_threads(writer, reader) == []
+    assert during["len"] > before["len"]  # the doomed batch was applied, then undone
+    for name, value in seen.items():
+        if name != "surface_events":
+            assert value in (before[name], during[name]), name
+    assert seen["surface_events"] == surface_before  # a snapshot taken under the lock
+    assert lock_free_reads(s, seq, "call_a.py") == before
+    monkeypatch.undo()
+    s.record_openai({"role": "user", "content": "next"})  # takes the doomed events' seqs
+    assert s.path is not None
+    with Session.open(s.path, read_only=True) as again:
+        assert [e.to_json() for e in again.events] == [e.to_json() for e in s.events]
+    s.close()
+
+
+# --------------------------------------------------------------------------- fork
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_child_forked_while_another_thread_holds_the_session_lock_can_read_it(
+    tmp_path: Path,
+) -> None:
+    """The child gets a fresh session lock: reads work, writes get the store's error."""
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 2, user="go")
+    holding, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with d.session.lock:
+            holding.set()
+            release.wait(WAIT_S)
+
+    expected = {"len": len(d.session), "outline": d.history_outline().text}
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert holding.wait(WAIT_S)
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running the parent's cleanup
+            signal.alarm(WAIT_S)  # a hang ends the child instead of the test run
+            report: dict[str, Any] = {"len": len(d.session), "outline": d.history_outline().text}
+            try:
+                d.record_openai({"role": "user", "content": "from the child"})
+            except StoreError as exc:
+                report["write"] = str(exc)
+            report["len after"] = len(d.session)
+            with d.session.lock:  # held by this thread: kept, so the release below is its own
+                report["lock"] = "ok"
+            os.write(write_fd, json.dumps(report).encode())
+            os._exit(0)
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as pipe:
+            got = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join(WAIT_S)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the child hung or crashed"
+    report = json.loads(got)
+    assert report == {
+        **expected,
+        "write": "this store belongs to the parent process (the process forked)",
+        "len after": expected["len"],
+        "lock": "ok",
+    }
+    d.record_openai({"role": "user", "content": "from the parent"})  # the parent writes on
+    assert reopened_state(d) == state(d)
+    d.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_thread_that_forks_holding_the_session_lock_releases_it_in_the_child(
+    tmp_path: Path,
+) -> None:
+    d = make(tmp_path / "s.jsonl")
+    record_steps(d, 1, user="go")
+    read_fd, write_fd = os.pipe()
+    with d.session.lock:
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(WAIT_S)
+            try:
+                with d.session.lock:  # re-entered by the thread that holds it
+                    surface = list(d.session.surface)
+            except BaseException as exc:
+                os.write(write_fd, repr(exc).encode())
+                os._exit(1)
+    if pid == 0:
+        os.write(write_fd, json.dumps(surface).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        got = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, got
+    assert json.loads(got) == list(d.session.surface)
+    d.close()
