@@ -9,7 +9,9 @@ a footer, a marker or a pointer.
 
 from __future__ import annotations
 
+import bisect
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -142,38 +144,141 @@ def frame_checkpoint(summary: str, footer: str) -> str:
 
 
 # Shapes a summary must not carry (SPEC §7.2). Summaries quote tool output, so any of them can
-# arrive from outside; matching ignores case, extra whitespace and invisible format characters
-# (zero-width, soft hyphen, bidi controls), which a model reads straight through.
-_INVISIBLE = "[\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-_GAP = f"(?:[^\\S\\n]|{_INVISIBLE})"
-"""Spacing inside one line: horizontal whitespace or an invisible character."""
+# arrive from outside. They are matched on a folded view of the text that reads it the way a
+# model does (below), and rewritten in the original at the matched spans: text without such a
+# shape comes back byte for byte.
+_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+"""A line break as :meth:`str.splitlines` reads one."""
+
+_DROPPED = frozenset(("Mn", "Me", "Cf"))
+"""Categories a reader looks through: combining marks and invisible format characters."""
+
+_FOLDED: dict[str, str] = {
+    **dict.fromkeys("\u115f\u1160\u3164\uffa0", ""),  # fillers that show nothing
+    **dict.fromkeys("<\uff1c\ufe64\u2329\u3008\u27e8\u2039\u02c2\u1438\u276e\u276c\u2770", "<"),
+    **dict.fromkeys(">\uff1e\ufe65\u232a\u3009\u27e9\u203a\u02c3\u1433\u276f\u276d\u2771", ">"),
+    **dict.fromkeys("[\uff3b\u3010\u3014\u3016\u3018\u301a\u27e6\u2045\u2772\ufe5d", "["),
+    **dict.fromkeys("\u2044\u2215\u29f8\u2571", "/"),
+    **dict.fromkeys('"\u201c\u201d\u201e\u201f\u2033\u2036\u00ab\u00bb\u301d\u301e', '"'),
+    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u2035", "'"),
+    # Minus signs and dash-like strokes that are not in category Pd.
+    **dict.fromkeys("\u2212\u2796\u02d7\u2043\u2500\u2501\u23af\u30fc\u4e00\u1173\u3161", "-"),
+}
+"""Lookalikes of the punctuation the framing uses, beyond what NFKD already folds."""
+
+_LOOKALIKES = {
+    "a": "\u0430\u0410\u03b1\u0391\u0251",
+    "b": "\u0412\u0392",
+    "c": "\u0441\u0421\u03f2\u03f9\u1d04",
+    "d": "\u0501\u0500\u1d05",
+    "e": "\u0435\u0415\u03b5\u0395\u1d07",
+    "g": "\u0261",
+    "h": "\u04bb\u04ba\u041d\u0397\u0570",
+    "i": "\u0456\u0406\u03b9\u0399\u0131\u0269",
+    "j": "\u0458\u0408\u03f3",
+    "k": "\u043a\u041a\u03ba\u039a\u1d0b",
+    "l": "\u04cf\u04c0",
+    "m": "\u043c\u041c\u039c\u1d0d",
+    "n": "\u043f\u03b7\u039d\u0274\u0578",
+    "o": "\u043e\u041e\u03bf\u039f\u0585\u1d0f",
+    "p": "\u0440\u0420\u03c1\u03a1\u1d18",
+    "q": "\u051b\u051a",
+    "r": "\u0280",
+    "s": "\u0455\u0405\ua731",
+    "t": "\u0442\u0422\u03c4\u03a4\u1d1b",
+    "u": "\u03c5\u03bc\u057d\u1d1c",
+    "v": "\u03bd\u0475\u0474\u1d20",
+    "w": "\u051d\u051c\u1d21",
+    "x": "\u0445\u0425\u03c7\u03a7",
+    "y": "\u0443\u0423\u04af\u04ae\u03a5\u028f",
+}
+_LETTERS = {ch: latin for latin, chars in _LOOKALIKES.items() for ch in chars}
+"""Letters from other scripts that read as the Latin letters of the framing words."""
+
+_VIEW_CACHE_SIZE = 65_536
 
 
-def _word(word: str) -> str:
-    """A pattern for ``word`` that also matches it with invisible characters between letters."""
-    return f"{_INVISIBLE}*".join(re.escape(ch) for ch in word)
+def _fold(ch: str) -> str:
+    """What ``ch`` reads as: folded to lower-case Latin where it looks like it, or nothing.
+
+    Line breaks become ``"\\n"``, other spacing ``" "``, dashes ``"-"``.
+    """
+    if _LINE_BREAK.fullmatch(ch):
+        return "\n"
+    if ch in _FOLDED:
+        return _FOLDED[ch]
+    kept = "".join(
+        c for c in unicodedata.normalize("NFKD", ch) if unicodedata.category(c) not in _DROPPED
+    )
+    out = []
+    for c in unicodedata.normalize("NFC", kept):
+        if c in _FOLDED or c in _LETTERS:  # before casefold(): capital eta reads as h
+            out.append(_FOLDED.get(c, _LETTERS.get(c, "")))
+        elif c.isspace():
+            out.append(" ")
+        elif unicodedata.category(c) == "Pd":
+            out.append("-")
+        else:
+            out.append("".join(_LETTERS.get(f, f) for f in c.casefold()))
+    return "".join(out)
+
+
+class _View(dict[int, str]):
+    """A :meth:`str.translate` table that folds each character on first sight (bounded)."""
+
+    def __missing__(self, code: int) -> str:
+        folded = _fold(chr(code))
+        if len(self) < _VIEW_CACHE_SIZE:
+            self[code] = folded
+        return folded
+
+
+class _Uneven(dict[int, str | None]):
+    """A :meth:`str.translate` table that keeps only characters not folding to exactly one."""
+
+    def __missing__(self, code: int) -> str | None:
+        uneven = None if len(_VIEW[code]) == 1 else chr(code)
+        if len(self) < _VIEW_CACHE_SIZE:
+            self[code] = uneven
+        return uneven
+
+
+_VIEW = _View()
+_UNEVEN = _Uneven()
+
+
+def _view(text: str) -> tuple[str, list[int] | None]:
+    """``text`` folded, and where each folded character came from (``None``: one to one).
+
+    Linear in the text: every character folds on its own.
+    """
+    view = text.translate(_VIEW)
+    uneven = "" if text.isascii() else text.translate(_UNEVEN)
+    if not uneven:
+        return view, None
+    if len(uneven) * 8 > len(text):
+        return view, [i for i, ch in enumerate(text) for _ in _VIEW[ord(ch)]]
+    origin: list[int] = []  # few uneven characters: copy the runs between them
+    done = 0
+    for m in re.finditer(f"[{re.escape(''.join(set(uneven)))}]", text):
+        origin += range(done, m.start())
+        origin += [m.start()] * len(_VIEW[ord(m.group())])
+        done = m.end()
+    origin += range(done, len(text))
+    return view, origin
 
 
 def _words(*words: str) -> str:
-    return f"{_GAP}+".join(_word(w) for w in words)
+    return " +".join(re.escape(w) for w in words)
 
 
-_TAG = re.compile(
-    f"[<\uff1c\ufe64\u2329\u3008\u27e8\u2039](?P<body>(?:\\s|{_INVISIBLE})*(?:/(?:\\s|{_INVISIBLE})*)?"
-    f"{_word('compacted')}(?:[\\s_\\-\u2010-\u2015]|{_INVISIBLE})*{_word('summary')}"
-    f"(?:\\s|{_INVISIBLE})*)(?P<close>[>\uff1e\ufe65\u232a\u3009\u27e9\u203a]?)",
-    re.IGNORECASE,
-)
-"""An opening or closing framing tag, with or without its ``>``.
+# The patterns read the view: lower case, every dash "-", spacing " ", line breaks "\n",
+# lookalike brackets and quotes folded, invisible characters gone. Every pattern reads a run
+# of spacing one way only, so matching stays linear in the text.
+_TAG = re.compile(r"<\s*(?:/\s*)?compacted[\s_-]*summary\s*(?P<close>>)?")
+"""An opening or closing framing tag, with or without its ``>``."""
 
-Every pattern here reads a run of spacing one way only, so matching stays linear in the text.
-"""
-
-_BRACKET = re.compile(
-    f"[\\[\uff3b\u3010]{_GAP}*(?P<word>{_word('checkpoint')}(?=[^\\w\\n]*[c\uff43][^\\w\\n]*\\d)"
-    f"|{_word('compaction')}(?:[_\\-]|{_GAP})*{_word('archive')}\\b)",
-    re.IGNORECASE,
-)
+_BRACKET = re.compile(r"\[ *(?P<word>checkpoint(?=[^\w\n]*c[^\w\n]*\d)|compaction[_ -]*archive\b)")
 """The opening of a footer (``[checkpoint c42``) or of the marker (``[compaction archive``)."""
 
 _PHRASE = re.compile(
@@ -183,54 +288,66 @@ _PHRASE = re.compile(
             _words("originals", "retrievable", "via"),
             _words("stored", "verbatim", "in", "kernel", "variable"),
             _words("when", "you", "need", "original", "details"),
-            f"{_word('context')}{_GAP}+(?:{_word('was')}{_GAP}+)?"
-            + _words("condensed", "into", "checkpoint"),
+            "context +(?:was +)?" + _words("condensed", "into", "checkpoint"),
         )
-    ),
-    re.IGNORECASE,
+    )
 )
 """Wording only the footer (first two), the archive marker (next two) and the pointer use."""
 
-_ARCHIVE_REF = re.compile(
-    f"(?P<name>{_word(ARCHIVE_VARIABLE)}{_GAP}*\\[){_GAP}*(?=[\"'\u201c\u201d\u2018\u2019])",
-    re.IGNORECASE,
-)
+_ARCHIVE_REF = re.compile(f"{ARCHIVE_VARIABLE} *\\[(?P<gap> *)(?=[\"'])")
 """A ``dashr_compaction_archive["c42"]`` reference (up to the quote)."""
 
-_EXAMPLE = re.compile(
-    f"^{_GAP}*{_word('print')}{_GAP}*\\({_GAP}*{_word(ARCHIVE_VARIABLE)}{_GAP}*\\[", re.IGNORECASE
-)
+_EXAMPLE = re.compile(f"^ *print *\\( *{ARCHIVE_VARIABLE} *\\[", re.MULTILINE)
 """A line that opens like the marker's ``print(dashr_compaction_archive["c42"]…)`` example."""
 
 _QUOTED = "[quoted] "
 """The prefix of a summary line that carried footer, marker or pointer wording."""
 
-
-def _quote_tag(match: re.Match[str]) -> str:
-    close = "&gt;" if match["close"] else ""
-    return f"&lt;{match['body']}{close}"
+_Edit = tuple[int, int, str]
+"""Replace ``text[start:end]`` with the string."""
 
 
-def _quote_line(line: str) -> str:
-    quoted = _BRACKET.sub(lambda m: f"[quoted {m['word']}", line)
-    wording = _PHRASE.search(quoted) is not None
-    if quoted == line and not wording and not _EXAMPLE.match(line):
-        return line
-    # A footer-like line: its archive references must not read as live ones either.
-    quoted = _ARCHIVE_REF.sub(lambda m: f"{m['name']}quoted ", quoted)
-    if wording and not quoted.startswith(_QUOTED):
-        quoted = _QUOTED + quoted
-    return quoted
+def _edits(text: str) -> list[_Edit]:
+    """The rewrites :func:`neutralize_summary` makes, found on the folded view of ``text``."""
+    view, origin = _view(text)
+    at = (lambda i: i) if origin is None else origin.__getitem__
+    edits: list[_Edit] = []
+    for m in _TAG.finditer(view):
+        edits.append((at(m.start()), at(m.start()) + 1, "&lt;"))
+        if m["close"]:
+            edits.append((at(m.start("close")), at(m.start("close")) + 1, "&gt;"))
+    breaks = [m.start() for m in re.finditer("\n", view)]  # line n starts after breaks[n-1]
+    marked: set[int] = set()  # lines that read like a footer, a marker or its example
+    for m in _BRACKET.finditer(view):
+        edits.append((at(m.start()), at(m.start("word")), "[quoted "))
+        marked.add(bisect.bisect(breaks, m.start()))
+    marked.update(bisect.bisect(breaks, m.start()) for m in _EXAMPLE.finditer(view))
+    worded = {bisect.bisect(breaks, m.start()) for m in _PHRASE.finditer(view)}
+    for line in worded:
+        start = breaks[line - 1] + 1 if line else 0
+        if not view.startswith(_QUOTED, start):
+            at_start = at(start - 1) + 1 if line else 0  # after the line break, before all else
+            edits.append((at_start, at_start, _QUOTED))
+    marked |= worded
+    for m in _ARCHIVE_REF.finditer(view):
+        if bisect.bisect(breaks, m.start()) in marked:
+            # A footer-like line: its archive references must not read as live ones either.
+            edits.append((at(m.start("gap") - 1) + 1, at(m.end("gap")), "quoted "))
+    return edits
 
 
 def neutralize_summary(text: str) -> str:
     """``text`` with every shape that could pass for code-composed framing rewritten.
 
     Pure, deterministic and idempotent; text without such shapes comes back unchanged, so
-    prose may still name ``history_read("c12")`` or the archive. Rewrites:
+    prose may still name ``history_read("c12")`` or the archive. Shapes are recognised the
+    way a model reads them: in any case, spacing and compatibility form (NFKD: fullwidth,
+    mathematical letters), with lookalike letters, brackets, quotes and dashes, through
+    invisible and combining characters, and with any line break :meth:`str.splitlines`
+    knows. Rewrites:
 
-    * a framing tag (``<compacted-summary>``, ``</compacted-summary>``, any case or spacing,
-      with lookalike angle brackets) becomes ``&lt;/compacted-summary&gt;``;
+    * a framing tag (``<compacted-summary>``, ``</compacted-summary>``) has its brackets
+      replaced: ``&lt;/compacted-summary&gt;``;
     * a footer or marker opening (``[checkpoint c…``, ``[compaction archive``) becomes
       ``[quoted checkpoint c…`` / ``[quoted compaction archive``;
     * a line with the footer's, the marker's or the pointer's own wording starts with
@@ -240,5 +357,8 @@ def neutralize_summary(text: str) -> str:
       becomes ``dashr_compaction_archive[quoted "c…"]`` (prose that names the archive
       elsewhere on a line is left alone).
     """
-    text = _TAG.sub(_quote_tag, text)
-    return "\n".join(_quote_line(line) for line in text.split("\n"))
+    parts, done = [], 0
+    for start, end, new in sorted(_edits(text)):
+        parts += [text[done:start], new]
+        done = end
+    return "".join([*parts, text[done:]])
