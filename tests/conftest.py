@@ -14,6 +14,8 @@ import pytest
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from dashr_ext.testing import ScriptedServer
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
 
@@ -90,3 +92,21 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Interacti
         InteractiveShell.clear_instance()
     if main is not None:
         sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
+def _no_api_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never use a real key; a key set on the machine must not leak into them."""
+    from dashr_ext._redaction import API_KEY_ENV
+
+    for name in API_KEY_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A scripted OpenAI-compatible server on loopback, stopped after the test."""
+    from dashr_ext.testing import ScriptedServer
+
+    with ScriptedServer() as s:
+        yield s

@@ -16,7 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._cells import INTERRUPTED_CELL, truncate_output
-from dashr_ext._client import API_KEY_ENV, ChatClient
+from dashr_ext._client import ChatClient
 from dashr_ext._events import Event
 from dashr_ext._formats.openai import to_openai
 from dashr_ext._pointer import pointer_text
@@ -50,18 +50,6 @@ def batch_cell(i: int, rows: int = 30) -> str:
         f"for k in range({rows}):\n"
         f'    print(f"  batch {i} row {{k:02d}} value={{rng.randint(1000, 9999)}}")'
     )
-
-
-@pytest.fixture(autouse=True)
-def _no_api_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in API_KEY_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture

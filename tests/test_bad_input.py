@@ -18,7 +18,6 @@ import pytest
 from corpus_events import assistant, tool, user
 
 from dashr_ext import Dashr
-from dashr_ext._client import API_KEY_ENV
 from dashr_ext._events import EventSpec
 from dashr_ext._jsontext import (
     MAX_JSON_DEPTH,
@@ -35,18 +34,6 @@ from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.agent import Agent
 from dashr_ext.errors import CorruptLogError, EventError, FormatError, RecallError
 from dashr_ext.testing import Reply, ScriptedServer, answer, call_run_cell, chat_completion
-
-
-@pytest.fixture(autouse=True)
-def _no_api_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in API_KEY_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture

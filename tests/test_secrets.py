@@ -18,7 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._cells import truncate_output
 from dashr_ext._client import ChatClient
-from dashr_ext._redaction import API_KEY_ENV, REDACTED, configured_keys, scrub_keys
+from dashr_ext._redaction import REDACTED, configured_keys, scrub_keys
 from dashr_ext._summarizers.base import SummaryRequest
 from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.agent import Agent
@@ -40,12 +40,6 @@ CLIENT_MARKER = "sk-client-5d2e8a0f6c3b9147-SECRET"  # only one short-lived clie
 RANDOM_KEY = "sk-proj-Q7wLx2NvB9cTzR4mKp8YhJ3sDf6GaU1eVo5"  # random, as real keys are
 MARKERS = (MARKER, ENV_MARKER, AGENT_MARKER, SUMMARIZER_MARKER)
 URL = "https://api.example.test/v1"
-
-
-@pytest.fixture(autouse=True)
-def _no_api_key_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in API_KEY_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 # --------------------------------------------------------------------------- tracebacks

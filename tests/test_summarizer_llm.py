@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -77,12 +76,6 @@ def make_request(**overrides: Any) -> SummaryRequest:
 class Sleeps(list[float]):
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        yield s
 
 
 @pytest.fixture
