@@ -21,9 +21,10 @@ from ._controller import Dashr
 from ._events import Event, Message
 from ._meter import Measurement, TokenMeter
 from ._recall import RecallResult
-from ._session import Session, Step, Turn
+from ._session import Session
 from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ._summarizers.extractive import ExtractiveSummarizer
+from ._turns import Step, Turn
 from ._version import __version__
 from .agent import Agent, AgentReply
 from .errors import CompactionWarning, UsageWarning
@@ -31,11 +32,13 @@ from .errors import CompactionWarning, UsageWarning
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ._client import ChatClient
     from ._summarizers.llm import LLMSummarizer
 
 __all__ = [
     "Agent",
     "AgentReply",
+    "ChatClient",
     "Checkpoint",
     "CompactionConfig",
     "CompactionResult",
@@ -78,7 +81,11 @@ def unload_ipython_extension(ip: InteractiveShell) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    # LLMSummarizer brings httpx with it: imported on first use, not with the package.
+    # These bring httpx with them: imported on first use, not with the package.
+    if name == "ChatClient":
+        from ._client import ChatClient
+
+        return ChatClient
     if name == "LLMSummarizer":
         from ._summarizers.llm import LLMSummarizer
 

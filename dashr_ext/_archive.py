@@ -32,7 +32,6 @@ __all__ = [
     "evicted_stub",
     "is_evicted",
     "iso_utc",
-    "render_image",
 ]
 
 ArchiveEntry: TypeAlias = dict[str, Any]
@@ -263,5 +262,3 @@ def apply_cap(archive: Mapping[str, Mapping[str, Any]], max_bytes: int | None) -
         evict.append(key)
     return evict
 
-
-# The footer texts moved to dashr_ext._footers; imported last because footers imports this module.

@@ -34,7 +34,6 @@ __all__ = [
     "MODEL_ENV",
     "PURPOSE_HEADER",
     "ChatClient",
-    "EndpointError",
 ]
 
 BASE_URL_ENV = "DASHR_BASE_URL"

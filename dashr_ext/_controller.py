@@ -32,6 +32,7 @@ from ._compaction.commit import close_orphan_passes, rebuild_archive
 from ._config import CompactionConfig, RecallConfig
 from ._events import Event, now_ms
 from ._meter import TokenMeter
+from ._payloads import UsagePayload
 from ._recall import Recall, RecallResult
 from ._recall import tool_schemas as recall_tool_schemas
 from ._session import Session
@@ -298,8 +299,12 @@ class Dashr:
             if at_seq is None or at_seq >= len(self.session):
                 surface = self.session.surface
                 at_seq = surface[-1] if surface else 0
-            data = {"promptTokens": prompt_tokens, "completionTokens": completion_tokens}
-            return self.session.append_log("usage/report", {**data, "atSeq": at_seq})
+            data: UsagePayload = {
+                "promptTokens": prompt_tokens,
+                "completionTokens": completion_tokens,
+                "atSeq": at_seq,
+            }
+            return self.session.append_log("usage/report", data)
 
     # ------------------------------------------------------------------ compaction
 

@@ -27,24 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["Report", "compact_report", "dry_run_report", "status_report"]
 
 
-class PlainText(str):
-    """A ``str`` result that IPython and Jupyter show as its plain text (not its repr).
-
-    What ``print()`` shows an agent and what a notebook shows a person are then the same
-    text; subclasses add ``_repr_html_`` where a richer view helps.
-    """
-
-    __slots__ = ()
-
-    @property
-    def text(self) -> str:
-        """The plain text as an exact ``str``."""
-        return str.__str__(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
-
-
 @dataclass(frozen=True)
 class Report:
     """A titled list of ``(name, value)`` rows and free-text notes."""

@@ -26,7 +26,6 @@ from .errors import EventError
 
 __all__ = [
     "LOG_ONLY_TYPES",
-    "MAX_JSON_DEPTH",
     "MAX_TIME_MS",
     "ROLE_BY_TYPE",
     "SURFACE_TYPES",

@@ -26,7 +26,6 @@ __all__ = [
     "end_payload",
     "start_payload",
     "summary_payload",
-    "usage_payload",
 ]
 
 CHECKPOINT_SOURCE = "compact-checkpoint"
@@ -110,7 +109,3 @@ def summary_payload(event: Event) -> SummaryPayload:
 
 def end_payload(event: Event) -> EndPayload:
     return cast(EndPayload, _payload(event, "compaction/end"))
-
-
-def usage_payload(event: Event) -> UsagePayload:
-    return cast(UsagePayload, _payload(event, "usage/report"))

@@ -48,11 +48,10 @@ from ._formats.openai import to_event_specs, to_openai
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
-from ._turns import MARKER_TYPES, Step, Turn, TurnFold, Unit, message_shape
+from ._turns import MARKER_TYPES, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
-# Step, Turn and Unit are re-exported: Session's turn queries return them.
-__all__ = ["Session", "Step", "Turn", "Unit"]
+__all__ = ["Session"]
 
 FORMAT = "dashr/1"
 

@@ -1,7 +1,7 @@
 """The notebook agent: a small tool-using loop over a :class:`~dashr_ext.Dashr` session.
 
 :class:`Agent` talks to any OpenAI-compatible ``/chat/completions`` endpoint through a
-:class:`~dashr_ext._client.ChatClient`; its ``run_cell`` tool runs code through
+:class:`~dashr_ext.ChatClient`; its ``run_cell`` tool runs code through
 :mod:`dashr_ext._cells`, and the recall tools are offered once a checkpoint exists. SPEC §10
 and §15::
 
@@ -32,8 +32,8 @@ from ._cells import (
     truncate_output,
 )
 from ._checkpoints import checkpoint_of
-from ._display import PlainText
 from ._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
+from ._plaintext import PlainText
 from ._recall import TOOL_NAMES
 from ._redaction import Secret, scrub_keys
 from ._templates import render
@@ -166,7 +166,7 @@ class _Exchange:
 class Agent:
     """A tool-using agent loop over a :class:`~dashr_ext.Dashr` session (see the module doc).
 
-    Give either ``client`` (a :class:`~dashr_ext._client.ChatClient`, not closed by the agent)
+    Give either ``client`` (a :class:`~dashr_ext.ChatClient`, not closed by the agent)
     or ``base_url`` / ``model`` / ``api_key`` (each else from ``DASHR_BASE_URL``,
     ``DASHR_MODEL`` and ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``).
     ``shell`` is the IPython shell cells run in; without one they run in ``namespace``

@@ -129,18 +129,85 @@ def _cycle() -> list[str] | None:
     return None
 
 
+# Every module's layer, bottom up, as README.md's architecture section lists them. A module
+# imports only from its own layer or the ones below it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("log", (*sorted(LOG_LAYER),)),
+    (
+        "text and measure",
+        (
+            "dashr_ext._meter",
+            "dashr_ext._config",
+            "dashr_ext._templates",
+            "dashr_ext._archive",
+            "dashr_ext._fileops",
+            "dashr_ext._fileops_shell",
+            "dashr_ext._fileops_code",
+            "dashr_ext._footers",
+            "dashr_ext._pointer",
+            "dashr_ext._plaintext",
+        ),
+    ),
+    ("model", ("dashr_ext._client", "dashr_ext._summarizers")),
+    ("compaction", ("dashr_ext._compaction",)),
+    ("recall", ("dashr_ext._recall",)),
+    ("controller", ("dashr_ext._controller",)),
+    (
+        "shells",
+        (
+            "dashr_ext",
+            "dashr_ext.agent",
+            "dashr_ext.testing",
+            "dashr_ext._cells",
+            "dashr_ext._magics",
+            "dashr_ext._display",
+            "dashr_ext._plot",
+            "dashr_ext._cli",
+            "dashr_ext._demo",
+        ),
+    ),
+)
+# The one upward import: Dashr.plot_pressure() is a convenience over the optional plot extra
+# (imported when called); the plot module reads the controller only for typing.
+UPWARD_ALLOWED = {("dashr_ext._controller", "dashr_ext._plot")}
+
+
+def layer_of(module: str) -> int:
+    """Index in LAYERS of the most specific prefix naming ``module``."""
+    best: tuple[int, int] | None = None
+    for index, (_name, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                best is None or len(prefix) > best[1]
+            ):
+                best = (index, len(prefix))
+    assert best is not None, f"{module} is in no layer: add it to LAYERS (and to README.md)"
+    return best[0]
+
+
 def test_the_graph_sees_every_module_and_its_imports() -> None:
     assert {"dashr_ext._session", "dashr_ext._compaction.engine", "dashr_ext._magics"} <= set(
         MODULES
     )
     assert "dashr_ext._events" in GRAPH["dashr_ext._session"]
-    # A function-level import is an edge too (the magics load the agent lazily).
+    # A function-level import is an edge too (the controller loads the plot when asked).
     assert "dashr_ext.agent" in GRAPH["dashr_ext._magics.configurable"]
+    assert "dashr_ext._plot" in GRAPH["dashr_ext._controller"]
     assert "dashr_ext._summarizers.llm" in GRAPH["dashr_ext._summarizers.factory"]
 
 
 def test_there_is_no_import_cycle() -> None:
     assert _cycle() is None, " -> ".join(_cycle() or [])
+
+
+def test_every_module_imports_only_from_its_layer_or_below() -> None:
+    upward = {
+        (m, t)
+        for m, targets in GRAPH.items()
+        for t in targets
+        if layer_of(t) > layer_of(m) and (m, t) not in UPWARD_ALLOWED
+    }
+    assert not upward, sorted(upward)
 
 
 @pytest.mark.parametrize("module", sorted(LOG_LAYER & set(MODULES)))

@@ -42,7 +42,7 @@ from dashr_ext._recall.render import (
 )
 from dashr_ext._recall.search import SearchIndex, normalize, snippet
 from dashr_ext._recall.tools import tool_arguments
-from dashr_ext._session import Turn
+from dashr_ext._turns import Turn
 from dashr_ext.errors import ConfigError, RecallError
 
 FILLER = "\n".join(f"line {i}: scheduler bookkeeping for attempt {i}" for i in range(40))

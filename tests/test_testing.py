@@ -16,6 +16,7 @@ from dashr_ext.testing import (
     chat_completion,
     latest_checkpoint,
     prompt_tokens,
+    stream_chunks,
 )
 
 
@@ -95,3 +96,26 @@ def test_the_server_is_bounded_and_stops_by_itself() -> None:
         assert not server.running  # idle past idle_timeout_s: stopped on its own
     finally:
         server.stop()
+
+
+def test_a_streamed_reply_is_served_as_server_sent_events_ending_in_done() -> None:
+    chunks = [
+        {"choices": [{"delta": {"content": "Hel"}}]},
+        {"choices": [{"delta": {"content": "lo"}}]},
+    ]
+    with ScriptedServer() as server:
+        server.script(stream_chunks(chunks))
+        response = post(server, BODY)
+    assert response.headers["content-type"] == "text/event-stream"
+    events = [line[len("data: ") :] for line in response.text.split("\n\n") if line]
+    assert [json.loads(e) for e in events[:-1]] == chunks
+    assert events[-1] == "[DONE]"
+
+
+def test_a_completion_scripted_without_usage_reports_the_size_of_the_request() -> None:
+    with ScriptedServer() as server:
+        server.script(chat_completion("ok"))
+        response = post(server, BODY)
+    usage = response.json()["usage"]
+    assert usage["prompt_tokens"] == prompt_tokens(server.requests[0]) > 4
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]

@@ -15,7 +15,7 @@ from typing import Any
 from .. import _archive as archive_mod
 from .._checkpoints import Checkpoint, checkpoint_of
 from .._events import EventSpec
-from .._payloads import POINTER_SOURCE, summary_payload
+from .._payloads import POINTER_SOURCE, end_payload, start_payload, summary_payload
 from .._pointer import pointer_text
 from .._session import Session
 from ..errors import CompactionWarning, DashrError
@@ -119,9 +119,9 @@ def close_orphan_passes(session: Session) -> None:
     committed: set[str] = set()
     for event in session.events:
         if event.type == "compaction/start":
-            open_passes[str(event.data["compactionId"])] = event.seq
+            open_passes[start_payload(event)["compactionId"]] = event.seq
         elif event.type == "compaction/end":
-            open_passes.pop(str(event.data["compactionId"]), None)
+            open_passes.pop(end_payload(event)["compactionId"], None)
         elif checkpoint_of(event) is not None:
             committed.add(str(event.message.source.get("compactionId")))
     for compaction_id, seq in open_passes.items():

@@ -317,12 +317,6 @@ class CompactionEngine:
 
     # ------------------------------------------------------------------ the pass
 
-    def run_pass(self, plan: PassPlan, extra: ExtraEnvelope = ExtraEnvelope()) -> CompactionResult:
-        """Run ``plan``: summarize, compose, commit. The log records a failure; it raises."""
-        with self.session.lock:
-            started = self._start(plan)
-        return self._finish(started, extra)[0]
-
     def _start(self, plan: PassPlan) -> _Started:
         """Append ``compaction/start``: the pass holds the session's compaction lock from here.
 

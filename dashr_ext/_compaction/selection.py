@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._session import Unit
+from .._turns import Unit
 
 __all__ = ["head_cut_for_overflow", "head_cut_for_retain"]
 

@@ -26,7 +26,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 
 from .._checkpoints import Checkpoint
-from .._session import Turn
+from .._turns import Turn
 from .render import minute_utc, one_line
 from .result import RecallResult
 

@@ -15,7 +15,8 @@ from typing import Any
 from .._checkpoints import Checkpoint, CheckpointIndex, checkpoint_of
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
-from .._session import Session, Turn
+from .._session import Session
+from .._turns import Turn
 from ..errors import ConfigError, RecallError
 from .cursor import Cursor, parse_cursor
 from .hits import Hit, render_hits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .._display import PlainText
+from .._plaintext import PlainText
 
 __all__ = ["RecallResult"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from .._checkpoints import is_checkpoint
-from .._client import API_KEY_ENV, DEFAULT_TIMEOUT, ChatClient
+from .._client import DEFAULT_TIMEOUT, ChatClient
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from .._jsontext import utf8_text
 from .._redaction import Secret
@@ -29,8 +29,6 @@ from ..errors import (
 from .base import SummaryRequest, SummaryResult, span_text
 
 __all__ = [
-    "API_KEY_ENV",
-    "DEFAULT_TIMEOUT",
     "EndpointError",
     "LLMSummarizer",
 ]
