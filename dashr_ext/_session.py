@@ -1,25 +1,6 @@
 """The event-sourced session: an append-only log and the pure folds over it.
 
-A :class:`Session` owns the log (a list of :class:`~dashr_ext._events.Event`, index == seq)
-and keeps three folds of it up to date as events are appended:
-
-* the **surface**: the ordered seqs of the conversation nodes the next request is built from;
-* **tool pairing**: which surface node holds each tool call and which holds its result;
-* **turns and steps**: explicit ``turn/*`` / ``step/*`` markers, or inferred from message order
-  (:mod:`dashr_ext._turns`).
-
-Opening a file replays it through the same folds, so the live state and the replayed state
-are equal by construction. Appends are validated before anything is written: a failed append
-leaves the log, the file and every fold exactly as they were. Threads may share a session:
-every append, and every read that spans several folds, holds :attr:`Session.lock`. A read
-without it (``event``, ``len``, ``is_current``, ...) sees the log at least as it was before any
-append in progress, never less; it may see that append's events before they are durable, and
-they go again if it fails (hold the lock to see only what is final). A forked child gets a
-fresh lock: its reads work, its writes get the store's error.
-
-This module knows nothing of compaction; it only offers the queries a range selector needs
-(:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
-adapters (:mod:`dashr_ext._formats`) translate messages into :class:`EventSpec` and append them.
+SPEC §3; :class:`Session` documents its folds and what a reader without its lock may see.
 """
 
 from __future__ import annotations
@@ -60,7 +41,29 @@ FORMAT = "dashr/1"
 
 
 class Session:
-    """An append-only conversation log with its surface, tool pairing and turn folds."""
+    """An append-only conversation log with its surface, tool pairing and turn folds.
+
+    A :class:`Session` owns the log (a list of :class:`~dashr_ext._events.Event`, index == seq)
+    and keeps three folds of it up to date as events are appended:
+
+    * the **surface**: the ordered seqs of the conversation nodes the next request is built from;
+    * **tool pairing**: which surface node holds each tool call and which holds its result;
+    * **turns and steps**: explicit ``turn/*`` / ``step/*`` markers, or inferred from message order
+      (:mod:`dashr_ext._turns`).
+
+    Opening a file replays it through the same folds, so the live state and the replayed state
+    are equal by construction. Appends are validated before anything is written: a failed append
+    leaves the log, the file and every fold exactly as they were. Threads may share a session:
+    every append, and every read that spans several folds, holds :attr:`Session.lock`. A read
+    without it (``event``, ``len``, ``is_current``, ...) sees the log at least as it was before any
+    append in progress, never less; it may see that append's events before they are durable, and
+    they go again if it fails (hold the lock to see only what is final). A forked child gets a
+    fresh lock: its reads work, its writes get the store's error.
+
+    This module knows nothing of compaction; it only offers the queries a range selector needs
+    (:meth:`Session.balanced_cuts`, :meth:`Session.units`). Nor does it know message formats:
+    adapters (:mod:`dashr_ext._formats`) translate messages into :class:`EventSpec` and append them.
+    """
 
     def __init__(
         self,

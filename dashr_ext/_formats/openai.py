@@ -4,41 +4,6 @@ A pure translator: :func:`to_event_specs` turns messages into event specs, readi
 session's tool calls (:class:`KnownToolCalls`); :func:`to_openai` derives messages back from
 a session's envelope and surface (:class:`RequestSource`). ``Session.record_openai`` appends the
 specs, letting the session write the turn/step markers their order implies (SPEC §3.3).
-
-The accepted message shapes:
-
-* ``{"role": "system", "content": str | [text parts]}`` — an envelope change
-  (``system/message``, log-only), never a surface node;
-* ``{"role": "user", "content": str | [parts]}`` with ``text`` and ``image_url`` parts;
-* ``{"role": "assistant", "content": str | None | [parts], "tool_calls": [...],
-  "reasoning_content": str}`` with ``text``, ``refusal`` and ``image_url`` parts (DeepSeek-style
-  reasoning becomes a reasoning block; a refusal part becomes a text block, remembered as a
-  refusal so it is emitted as one);
-* ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
-
-The round-trip through :func:`to_openai` is exact except for these normalisations:
-
-1. ``tool_calls[].index`` (a streaming artefact) is dropped;
-2. key order follows this module, not the input;
-3. ``compact-checkpoint`` and ``context/message`` nodes render as ``user`` messages.
-
-Keys this module does not interpret (``name``, an assistant's top-level ``refusal`` and the
-like) are kept on the event under ``message["openai"]["extra"]`` and emitted again unchanged.
-So that a reopened session emits them as the live one did, a kept value must be strict JSON:
-objects with string keys (no two of which become the same when made UTF-8-safe), arrays,
-strings, finite numbers, booleans and null. An image part's ``detail`` must be a string.
-
-Input is made safe to log before it is translated: every string (keys included) goes through
-:func:`~dashr_ext._jsontext.utf8_text`, so surrogates UTF-8 cannot encode are replaced
-(a lone one by U+FFFD) rather than failing the write; each field of a message may nest at
-most ``MAX_JSON_DEPTH - 5`` levels (the event, ``data``, the message, ``openai`` and
-``extra`` surround it in the log line); tool-call arguments must be strict JSON
-(:func:`~dashr_ext._jsontext.loads_json`: no ``NaN``, at most ``MAX_JSON_DEPTH`` levels);
-a base64 data URL must be valid base64.
-
-Malformed input raises :class:`~dashr_ext.errors.FormatError` naming the field (for a list,
-``messages[3].tool_calls[0].function.arguments``); nothing is appended then, not even the
-valid messages before the bad one.
 """
 
 from __future__ import annotations
@@ -109,6 +74,41 @@ def to_event_specs(
     """Translate OpenAI chat message(s) into event specs, checking them against ``calls``.
 
     Raises :class:`~dashr_ext.errors.FormatError` naming the first bad field.
+
+    The accepted message shapes:
+
+    * ``{"role": "system", "content": str | [text parts]}`` — an envelope change
+      (``system/message``, log-only), never a surface node;
+    * ``{"role": "user", "content": str | [parts]}`` with ``text`` and ``image_url`` parts;
+    * ``{"role": "assistant", "content": str | None | [parts], "tool_calls": [...],
+      "reasoning_content": str}`` with ``text``, ``refusal`` and ``image_url`` parts (DeepSeek-style
+      reasoning becomes a reasoning block; a refusal part becomes a text block, remembered as a
+      refusal so it is emitted as one);
+    * ``{"role": "tool", "tool_call_id": str, "content": str | [text parts]}``.
+
+    The round-trip through :func:`to_openai` is exact except for these normalisations:
+
+    1. ``tool_calls[].index`` (a streaming artefact) is dropped;
+    2. key order follows this module, not the input;
+    3. ``compact-checkpoint`` and ``context/message`` nodes render as ``user`` messages.
+
+    Keys this module does not interpret (``name``, an assistant's top-level ``refusal`` and the
+    like) are kept on the event under ``message["openai"]["extra"]`` and emitted again unchanged.
+    So that a reopened session emits them as the live one did, a kept value must be strict JSON:
+    objects with string keys (no two of which become the same when made UTF-8-safe), arrays,
+    strings, finite numbers, booleans and null. An image part's ``detail`` must be a string.
+
+    Input is made safe to log before it is translated: every string (keys included) goes through
+    :func:`~dashr_ext._jsontext.utf8_text`, so surrogates UTF-8 cannot encode are replaced
+    (a lone one by U+FFFD) rather than failing the write; each field of a message may nest at
+    most ``MAX_JSON_DEPTH - 5`` levels (the event, ``data``, the message, ``openai`` and
+    ``extra`` surround it in the log line); tool-call arguments must be strict JSON
+    (:func:`~dashr_ext._jsontext.loads_json`: no ``NaN``, at most ``MAX_JSON_DEPTH`` levels);
+    a base64 data URL must be valid base64.
+
+    Malformed input raises :class:`~dashr_ext.errors.FormatError` naming the field (for a list,
+    ``messages[3].tool_calls[0].function.arguments``); nothing is appended then, not even the
+    valid messages before the bad one.
     """
     if isinstance(message, Mapping):
         items: list[tuple[str, Mapping[str, Any]]] = [("", message)]
