@@ -9,7 +9,6 @@ in :mod:`dashr_ext._fileops_shell`, Python source and patches in :mod:`dashr_ext
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from ._events import Event
 from ._fileops_code import FILE_OP_KINDS, FileOp, embedded_python_ops, patch_ops, python_keyed_ops
 from ._fileops_shell import argv_ops, operands, shell_ops, shell_words
+from ._jsontext import arguments_object
 
 __all__ = [
     "FILE_OP_KINDS",
@@ -168,11 +168,8 @@ def _keyword_op(tokens: Sequence[str]) -> str | None:
 
 
 def _call_ops(name: str, arguments: str) -> list[FileOp]:
-    try:
-        args = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return []
-    if not isinstance(args, dict):
+    args = arguments_object(arguments)
+    if args is None:
         return []
     command = args.get("command")
     path = args.get("path")

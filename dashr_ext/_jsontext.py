@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "arguments_object",
     "json_depth",
     "json_text_too_deep",
     "loads_json",
@@ -108,6 +109,19 @@ def loads_json(text: str) -> Any:
     if json_text_too_deep(text, MAX_JSON_DEPTH):
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
     return _STRICT.decode(text)
+
+
+def arguments_object(arguments: str) -> dict[str, Any] | None:
+    """The JSON object a tool call's arguments hold, else None.
+
+    Lenient, for reading logs: invalid JSON, a non-object, and (in logs written before
+    nesting was bounded) text too deep to parse all give None.
+    """
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _encodable(text: str) -> bool:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import Summarizer, SummaryRequest, SummaryResult, span_text
+from .extractive import ExtractiveSummarizer
 from .factory import SUMMARIZER_KINDS, make_summarizer
 
 if TYPE_CHECKING:
-    from .extractive import ExtractiveSummarizer
     from .llm import LLMSummarizer
 
 __all__ = [
@@ -28,11 +28,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ExtractiveSummarizer":
-        from .extractive import ExtractiveSummarizer
-
-        return ExtractiveSummarizer
-    if name == "LLMSummarizer":
+    if name == "LLMSummarizer":  # httpx loads with the first LLM summarizer, not on import
         from .llm import LLMSummarizer
 
         return LLMSummarizer

@@ -6,14 +6,13 @@ the summary's sections are filled from it (:mod:`.sections`, :mod:`.anchors`).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..._checkpoints import is_checkpoint
 from ..._events import Event, ReasoningBlock, ToolCallBlock
 from ..._fileops import embedded_python_ops, file_ops_for_call
+from ..._jsontext import arguments_object
 from ..._payloads import POINTER_SOURCE
 from ..base import SummaryRequest
 from .text import (
@@ -185,7 +184,7 @@ def _read_assistant(span: Span, event: Event, pending: dict[str, Command]) -> No
 
 
 def _read_call(span: Span, seq: int, call: ToolCallBlock, pending: dict[str, Command]) -> None:
-    args = _parse_args(call.arguments)
+    args = arguments_object(call.arguments)
     command: str | None = None
     path: str | None = None
     if args is not None:
@@ -283,12 +282,3 @@ def _read_tool_result(span: Span, event: Event, pending: dict[str, Command]) -> 
         span.errors[line] = (event.seq, cmd if cmd is not None and cmd.text else None)
         span.error_counts[line] = span.error_counts.get(line, 0) + 1
         span.salient.append((3, line))
-
-
-def _parse_args(arguments: str) -> dict[str, Any] | None:
-    """The JSON object of a tool call's arguments, else None."""
-    try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError):  # a log written before nesting was bounded
-        return None
-    return value if isinstance(value, dict) else None
