@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ._events import Event
-from ._payloads import CHECKPOINT_SOURCE, summary_payload
+from ._payloads import CHECKPOINT_SOURCE, checkpoint_class, summary_payload
 
 __all__ = [
     "Checkpoint",
@@ -61,6 +61,8 @@ class Checkpoint:
     node_seq: int
     """Seq of the checkpoint's surface node (the replacement ``user/message``)."""
     trigger: str
+    role: str = "summary"
+    """``checkpointClass`` of its pass: ``summary``, ``stub``, ``state`` or ``directory``."""
 
 
 class CheckpointIndex:
@@ -107,6 +109,7 @@ class CheckpointIndex:
                     preview=summary_preview(str(data["summary"]))[:120],
                     node_seq=seq,
                     trigger=str(data["trigger"]),
+                    role=checkpoint_class(data),
                 )
             )
             changed = True

@@ -12,11 +12,24 @@ from typing import Any, Literal
 
 from .errors import ConfigError
 
-__all__ = ["ENGINES", "MIN_SUMMARY_TOKENS", "CompactionConfig", "RecallConfig"]
+__all__ = [
+    "CHUNK_STATE_MIN_MULTIPLE",
+    "ENGINES",
+    "MIN_SUMMARY_TOKENS",
+    "STUB_CHUNK_MAX_RATIO",
+    "CompactionConfig",
+    "RecallConfig",
+]
 
-ENGINES = ("summary",)
+ENGINES = ("summary", "recallable")
 MIN_SUMMARY_TOKENS = 128
 """The smallest ``max_summary_tokens``: a summary's eight section headings alone take ~70."""
+STUB_CHUNK_MAX_RATIO = 0.125
+"""``stub_tokens / chunk_tokens`` may not exceed this: an index stub condenses at least 8×."""
+CHUNK_STATE_MIN_MULTIPLE = 2
+"""``chunk_tokens`` must be at least this multiple of ``state_max_tokens``: every stub call
+reads the state as background, so a smaller chunk would spend more input on the state than
+on the chunk it indexes."""
 
 
 def _int(name: str, value: object, low: int, high: int | None = None) -> int:
@@ -46,6 +59,11 @@ class CompactionConfig:
     It keeps the smallest tail of whole units reaching the retain budget
     (``retain_tokens``, else ``retain_ratio × context_window_tokens``) and summarizes
     everything before it.
+
+    ``engine="recallable"`` (SPEC §6.3) splits that history into chunks of about
+    ``chunk_tokens``, each condensed into a frozen index stub of about ``stub_tokens``,
+    and rewrites one state checkpoint of at most ``state_max_tokens``; when the stubs
+    pass ``stub_region_ratio × trigger`` the oldest roll up into one directory node.
     """
 
     engine: str = "summary"
@@ -59,6 +77,10 @@ class CompactionConfig:
     auto: bool = True
     archive_max_bytes: int | None = None
     archive_reasoning: bool = True
+    chunk_tokens: int = 8192
+    stub_tokens: int = 160
+    state_max_tokens: int = 2048
+    stub_region_ratio: float = 0.25
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -78,6 +100,7 @@ class CompactionConfig:
             raise ConfigError("archive_reasoning", "True or False", self.archive_reasoning)
         if self.archive_max_bytes is not None:
             _int("archive_max_bytes", self.archive_max_bytes, 1)
+        self._check_recallable()
         threshold = self.threshold_tokens
         if self.retain_tokens is None and self.retain_ratio >= self.threshold_ratio:
             raise ConfigError(
@@ -106,6 +129,32 @@ class CompactionConfig:
                     f"fewer tokens than recency_window_tokens ({self.recency_window_tokens})",
                     self.retain_tokens,
                 )
+
+    def _check_recallable(self) -> None:
+        _int("stub_tokens", self.stub_tokens, 32, 2048)
+        _int("state_max_tokens", self.state_max_tokens, MIN_SUMMARY_TOKENS)
+        _int("chunk_tokens", self.chunk_tokens, 256)
+        if (
+            not isinstance(self.stub_region_ratio, int | float)
+            or isinstance(self.stub_region_ratio, bool)
+            or not 0 < float(self.stub_region_ratio) <= 0.5
+        ):
+            raise ConfigError("stub_region_ratio", "a number in (0, 0.5]", self.stub_region_ratio)
+        floor = CHUNK_STATE_MIN_MULTIPLE * self.state_max_tokens
+        if self.chunk_tokens < floor:
+            raise ConfigError(
+                "chunk_tokens",
+                f"at least {CHUNK_STATE_MIN_MULTIPLE} × state_max_tokens "
+                f"({self.state_max_tokens}) = {floor}; lower state_max_tokens or raise chunk_tokens",
+                self.chunk_tokens,
+            )
+        if self.stub_tokens > STUB_CHUNK_MAX_RATIO * self.chunk_tokens:
+            raise ConfigError(
+                "stub_tokens",
+                f"at most {STUB_CHUNK_MAX_RATIO:g} × chunk_tokens ({self.chunk_tokens}) = "
+                f"{int(STUB_CHUNK_MAX_RATIO * self.chunk_tokens)}",
+                self.stub_tokens,
+            )
 
     @property
     def threshold_tokens(self) -> int:

@@ -13,6 +13,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 from ._events import Event
 
 __all__ = [
+    "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "POINTER_SOURCE",
     "TRIGGERS",
@@ -23,6 +24,7 @@ __all__ = [
     "SummaryPayload",
     "Trigger",
     "UsagePayload",
+    "checkpoint_class",
     "end_payload",
     "start_payload",
     "summary_payload",
@@ -33,6 +35,12 @@ CHECKPOINT_SOURCE = "compact-checkpoint"
 
 POINTER_SOURCE = "history-access"
 """``message.source["kind"]`` of the post-compaction pointer (a ``context/message``)."""
+
+CHECKPOINT_CLASSES = ("summary", "stub", "state", "directory")
+"""``compaction/summary`` ``checkpointClass`` values (SPEC §6.3). ``summary``: the summary
+engine's head checkpoint (written without the key); ``stub``: a frozen index stub;
+``state``: the recallable engine's working-memory checkpoint; ``directory``: a code-only
+rollup of the oldest stubs."""
 
 Trigger = Literal["pressure", "context-overflow", "manual"]
 TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")
@@ -74,6 +82,8 @@ class SummaryPayload(TypedDict):
     summarizer: SummarizerInfo
     archive: dict[str, int] | dict[str, str]
     """Bucket counts of the archive entry, or ``{"error": ...}`` when archiving failed."""
+    checkpointClass: NotRequired[str]
+    """One of :data:`CHECKPOINT_CLASSES`; absent means ``"summary"``."""
     archiveReasoning: NotRequired[bool]
     """Written (as False) only when assistant reasoning was left out of the archive."""
 
@@ -105,6 +115,12 @@ def start_payload(event: Event) -> StartPayload:
 
 def summary_payload(event: Event) -> SummaryPayload:
     return cast(SummaryPayload, _payload(event, "compaction/summary"))
+
+
+def checkpoint_class(data: SummaryPayload) -> str:
+    """The class of the checkpoint a ``compaction/summary`` payload describes."""
+    value = data.get("checkpointClass", "summary")
+    return value if value in CHECKPOINT_CLASSES else "summary"
 
 
 def end_payload(event: Event) -> EndPayload:

@@ -22,11 +22,16 @@ from typing import Any, Protocol, runtime_checkable
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
+    "SUMMARY_MODES",
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
     "span_text",
 ]
+
+
+SUMMARY_MODES = ("summary", "stub", "state")
+"""The values of :attr:`SummaryRequest.mode`."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,19 @@ class SummaryRequest:
     tools: Sequence[Mapping[str, Any]] | None = None
     """The tool schemas of the replayed request, when it had any. Sending them keeps
     the cached prefix identical (tool definitions precede the messages)."""
+    mode: str = "summary"
+    """What to write (SPEC §6.3): ``"summary"`` (the eight sections of ``summarize.md``),
+    ``"stub"`` (an index stub of ``span``: 2–3 lines and a keyword line, ``stub.md``) or
+    ``"state"`` (the working-memory state checkpoint, ``state.md``, merging
+    ``previous_summary`` with ``span``)."""
+    background: str | None = None
+    """``stub`` mode: the pass-start state checkpoint's raw text. Background only, never
+    material for the stub (it is the same for every stub of a pass: a shared prefix)."""
+    index_keywords: Sequence[str] = ()
+    """``stub`` mode: the keyword lines of every committed stub, oldest first, so a new
+    stub indexes what is distinctive to its span."""
+    recent_stubs: Sequence[str] = ()
+    """``stub`` mode: the raw text of the one or two latest committed stubs (continuity)."""
 
 
 @dataclass(frozen=True)
