@@ -84,7 +84,7 @@ def test_recency_window_triggers_below_the_model_threshold() -> None:
             "retain_tokens",
             "fewer tokens than recency_window_tokens (20000), got 20000",
         ),
-        ({"engine": "magic"}, "engine", "expected one of 'summary', got 'magic'"),
+        ({"engine": "magic"}, "engine", "expected one of 'summary', 'recallable', got 'magic'"),
         ({"compaction_retries": 11}, "compaction_retries", "an integer in [0, 10], got 11"),
         ({"context_window_tokens": "big"}, "context_window_tokens", "got 'big'"),
         ({"auto": "yes"}, "auto", "expected True or False, got 'yes'"),
