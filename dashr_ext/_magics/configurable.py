@@ -63,7 +63,8 @@ class Dashr(Magics):
     engine = Enum(
         ENGINES,
         default_value=COMPACTION_DEFAULTS.engine,
-        help="Compaction engine: 'summary' (one head-anchored checkpoint, merged forward).",
+        help="Compaction engine: 'summary' (one head-anchored checkpoint, merged forward) or "
+        "'recallable' (frozen index stubs plus one state checkpoint).",
     ).tag(config=True)
     context_window_tokens = Integer(
         COMPACTION_DEFAULTS.context_window_tokens,
@@ -112,6 +113,26 @@ class Dashr(Magics):
     archive_reasoning = Bool(
         COMPACTION_DEFAULTS.archive_reasoning,
         help="Keep the model's reasoning text in archive entries.",
+    ).tag(config=True)
+
+    chunk_tokens = Integer(
+        COMPACTION_DEFAULTS.chunk_tokens,
+        help="recallable engine: stale history per index stub, in tokens "
+        "(>= 2 × state_max_tokens).",
+    ).tag(config=True)
+    stub_tokens = Integer(
+        COMPACTION_DEFAULTS.stub_tokens,
+        help="recallable engine: size of one index stub, in tokens (32-2048, at most "
+        "chunk_tokens / 8).",
+    ).tag(config=True)
+    state_max_tokens = Integer(
+        COMPACTION_DEFAULTS.state_max_tokens,
+        help="recallable engine: upper bound on the state checkpoint, in tokens (>= 128).",
+    ).tag(config=True)
+    stub_region_ratio = Float(
+        COMPACTION_DEFAULTS.stub_region_ratio,
+        help="recallable engine: the oldest stubs roll up into one directory node when the "
+        "stubs pass this share of the trigger; in (0, 0.5].",
     ).tag(config=True)
 
     # -- recall (RecallConfig) ------------------------------------------------------------
