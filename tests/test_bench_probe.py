@@ -1,0 +1,147 @@
+"""The pure parts of the recallable benchmarks (bench/bench_recallable.py, bench_fidelity.py).
+
+The token-prefix measure, the message rendering it relies on, and the fact planting of the
+handoff-fidelity probe: if these were wrong the recorded figures would be too.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import bench_fidelity as fidelity  # noqa: E402
+import bench_recallable as recallable  # noqa: E402
+
+
+def test_common_prefix_adds_the_shared_head_of_the_first_differing_message() -> None:
+    a = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+    b = [[1, 2, 3], [4, 5], [6, 7, 0], [10]]
+    assert recallable.common_prefix(a, b) == (7, 5)
+
+
+def test_common_prefix_of_identical_requests_is_their_length() -> None:
+    a = [[1, 2], [3]]
+    assert recallable.common_prefix(a, a) == (3, 3)
+    assert recallable.common_prefix(a, [*a, [4, 5]]) == (3, 3)
+    assert recallable.common_prefix([[9]], a) == (0, 0)
+
+
+def test_render_message_differs_exactly_when_the_model_would_see_different_bytes() -> None:
+    call = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    base = {"role": "assistant", "content": "hi", "tool_calls": call}
+    assert recallable.render_message(base) == recallable.render_message(dict(base))
+    assert recallable.render_message(base).startswith("<|im_start|>assistant\nhi\n")
+    assert '"arguments": "{}"' in recallable.render_message(base)
+    other = {**base, "tool_calls": [{**call[0], "id": "c2"}]}
+    assert recallable.render_message(base) != recallable.render_message(other)
+    parts = {
+        "role": "user",
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+    }
+    assert recallable.render_message(parts) == "<|im_start|>user\nab<|im_end|>\n"
+    tool = {"role": "tool", "content": "out", "tool_call_id": "c1"}
+    assert recallable.render_message(tool).endswith("\ntool_call_id=c1<|im_end|>\n")
+
+
+def test_request_tokens_caches_by_rendered_text() -> None:
+    calls: list[str] = []
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return [len(text)]
+
+    tokenize = recallable.RequestTokens(encode)
+    messages = [{"role": "user", "content": "x"}, {"role": "user", "content": "x"}]
+    assert tokenize(messages) == [[len("<|im_start|>user\nx<|im_end|>\n")]] * 2
+    assert len(calls) == 1
+
+
+def _session() -> list[dict[str, Any]]:
+    call = {"id": "", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+    ]
+    for i in range(6):
+        out.append({"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{i}"}]})
+        out.append({"role": "tool", "content": f"out {i}", "tool_call_id": f"c{i}"})
+    out.append({"role": "assistant", "content": "done"})
+    return out
+
+
+def test_insertion_points_never_split_a_call_from_its_result() -> None:
+    messages = _session()
+    points = fidelity.insertion_points(messages)
+    assert points == [2, 4, 6, 8, 10, 12, 14, 15]
+    assert all(i == len(messages) or messages[i]["role"] != "tool" for i in points)
+
+
+def test_plant_inserts_every_fact_and_update_in_order_and_keeps_tool_pairing() -> None:
+    messages = _session()
+    sizes = [10] * len(messages)
+    planted = fidelity.plant(messages, sizes)
+    texts = [m["content"] for m in planted if isinstance(m["content"], str)]
+    for fact in fidelity.FACTS:
+        at = texts.index(fact.text)
+        if fact.update_text is not None:
+            assert texts.index(fact.update_text) > at
+    added = len(planted) - len(messages)
+    users = sum(1 for f in fidelity.FACTS if f.role == "user")
+    users += sum(1 for f in fidelity.FACTS if f.update_role == "user")
+    updates = sum(1 for f in fidelity.FACTS if f.update_text is not None)
+    assert added == len(fidelity.FACTS) + updates + users  # a user fact gets an ack
+    for i, m in enumerate(planted):  # every tool result directly follows its call's message
+        if m["role"] == "tool":
+            j = i - 1
+            while planted[j]["role"] == "tool":
+                j -= 1
+            ids = [c["id"] for c in planted[j].get("tool_calls") or []]
+            assert m["tool_call_id"] in ids
+    assert [m for m in planted if m not in messages or m["role"] == "tool"] != []
+    originals = [m for m in planted if any(m is o for o in messages)]
+    assert originals == messages
+
+
+def test_spread_points_follow_the_token_shares() -> None:
+    messages = _session()
+    sizes = [0, 0] + [100] * 12 + [0]
+    # 1200 tokens of steps: 10% is reached before message 4, 50% before message 8
+    assert fidelity.spread_points(messages, sizes, 2, (0.1, 0.5)) == [4, 8]
+    assert fidelity.spread_points(messages, sizes, 0, (0.1, 0.5)) == []
+
+
+def test_literals_and_values_of_the_facts_are_distinct() -> None:
+    values = fidelity.literals()
+    assert (
+        len(values)
+        == len(set(values))
+        == len(fidelity.FACTS) + sum(1 for f in fidelity.FACTS if f.new_value)
+    )
+    for fact in fidelity.FACTS:  # an update never repeats the value it supersedes
+        if fact.update_text is not None:
+            assert fact.value not in fact.update_text
+            assert fact.new_value is not None and fact.new_value in fact.update_text
+        assert fact.value in fact.text
+
+
+def test_clashes_name_literals_already_in_the_session() -> None:
+    messages = _session()
+    assert fidelity.clashes(messages) == []
+    messages.append({"role": "user", "content": "set RETRY_CAP=40 please"})
+    assert fidelity.clashes(messages) == ["RETRY_CAP=40"]
+
+
+def test_search_matches_reads_the_count_of_the_first_line() -> None:
+    text = 'history_search "x" — 37 events scanned, 2 matched, showing 2\n1. seq 7 | 9 matched'
+    assert fidelity.search_matches(text) == 2
+    assert fidelity.search_matches('history_search "x" — no events\n3 matched') == 0
+
+
+def test_presence_tells_checkpoints_from_the_tail() -> None:
+    p = fidelity.presence("v7.3.19", "tag v7.3.19", "")
+    assert (p.checkpoints, p.tail, p.anywhere) == (True, False, True)
+    assert not fidelity.presence("v7.3.19", "", "v7.3.1").anywhere
