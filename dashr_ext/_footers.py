@@ -25,6 +25,7 @@ __all__ = [
     "checkpoint_footer",
     "compose_footer",
     "frame_checkpoint",
+    "frame_stub",
     "neutralize_summary",
 ]
 
@@ -141,6 +142,16 @@ def frame_checkpoint(summary: str, footer: str) -> str:
     preamble = render("checkpoint").strip()
     body = neutralize_summary(summary)
     return f"{preamble}\n\n<compacted-summary>\n{body}\n</compacted-summary>\n\n{footer}"
+
+
+def frame_stub(summary: str, footer: str) -> str:
+    """An index stub's text (SPEC §6.3): the tagged stub, then its footer; no preamble.
+
+    Stubs are many short entries of one index, so they skip the checkpoint preamble; the
+    tags and footer say what each is. Neutralised like :func:`frame_checkpoint`.
+    """
+    body = neutralize_summary(summary)
+    return f"<compacted-summary>\n{body}\n</compacted-summary>\n{footer}"
 
 
 # Shapes a summary must not carry (SPEC §7.2). Summaries quote tool output, so any of them can

@@ -16,6 +16,7 @@ __all__ = [
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "POINTER_SOURCE",
+    "RECALL_TOOL_NAMES",
     "TRIGGERS",
     "EndPayload",
     "ShadowedRange",
@@ -41,6 +42,9 @@ CHECKPOINT_CLASSES = ("summary", "stub", "state", "directory")
 engine's head checkpoint (written without the key); ``stub``: a frozen index stub;
 ``state``: the recallable engine's working-memory checkpoint; ``directory``: a code-only
 rollup of the oldest stubs."""
+
+RECALL_TOOL_NAMES: tuple[str, ...] = ("history_outline", "history_read", "history_search")
+"""The recall tools' names (their results are recalled history, not new work)."""
 
 Trigger = Literal["pressure", "context-overflow", "manual"]
 TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")

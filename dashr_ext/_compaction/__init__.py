@@ -10,6 +10,7 @@ from .._events import now_ms
 from ..errors import ConfigError
 from .commit import Pointers
 from .engine import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot
+from .recallable import RecallableEngine
 from .summary import SummaryEngine
 
 if TYPE_CHECKING:
@@ -24,11 +25,15 @@ __all__ = [
     "ExtraEnvelope",
     "PassSlot",
     "Pointers",
+    "RecallableEngine",
     "SummaryEngine",
     "make_engine",
 ]
 
-_ENGINES: dict[str, type[CompactionEngine]] = {"summary": SummaryEngine}
+_ENGINES: dict[str, type[CompactionEngine]] = {
+    "summary": SummaryEngine,
+    "recallable": RecallableEngine,
+}
 
 
 def make_engine(

@@ -60,6 +60,7 @@ def commit_pass(
     start_seq: int,
     archive_max_bytes: int | None,
     undo: ArchiveUndo,
+    close: bool = True,
 ) -> str | None:
     """Write the archive entry, then append the pass's closing batch.
 
@@ -73,7 +74,9 @@ def commit_pass(
     except Exception as exc:  # any archive failure degrades, never blocks the pass
         restore_archive(archive, undo)
         archive_error = f"{type(exc).__name__}: {exc}"
-    session.append(checkpoint_specs(composition, start_seq=start_seq, archive_error=archive_error))
+    session.append(
+        checkpoint_specs(composition, start_seq=start_seq, archive_error=archive_error, close=close)
+    )
     return archive_error
 
 
@@ -174,7 +177,9 @@ class Pointers:
         for cp in checkpoints:
             if cp.id in self._pointed:
                 continue
-            if cp.superseded_by is not None:
+            if cp.superseded_by is not None or cp.role in ("stub", "directory"):
+                # Stubs and directories carry their own footers; the state checkpoint of
+                # the same pass gets the pointer.
                 self._pointed.add(cp.id)
                 continue
             pointer = EventSpec(

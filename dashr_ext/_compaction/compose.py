@@ -9,19 +9,19 @@ summarizer copied from tool output, only code-composed text carries checkpoint i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _archive as archive_mod
 from .._events import Event, EventSpec, Replace
-from .._footers import compose_footer, frame_checkpoint, neutralize_summary
+from .._footers import compose_footer, frame_checkpoint, frame_stub, neutralize_summary
 from .._meter import MESSAGE_OVERHEAD_TOKENS
-from .._payloads import CHECKPOINT_SOURCE, SummaryPayload
+from .._payloads import CHECKPOINT_SOURCE, SummarizerInfo, SummaryPayload, checkpoint_class
 from .._summarizers.base import SummaryResult
 from .plan import PassPlan
 
-__all__ = ["Composition", "checkpoint_specs", "compose_pass"]
+__all__ = ["Composition", "checkpoint_specs", "checkpoint_text", "compose_pass", "compose_region"]
 
 
 @dataclass(frozen=True)
@@ -68,31 +68,76 @@ def compose_pass(
     """Compose the checkpoint of a one-region plan from its summary."""
     (region,) = plan.regions
     (result,) = summaries
+    return compose_region(
+        region.seqs,
+        region.tokens,
+        span,
+        result.text,
+        {"kind": result.kind, "model": result.model},
+        trigger=plan.trigger,
+        engine=plan.engine,
+        compaction_id=compaction_id,
+        summary_seq=summary_seq,
+        at_ms=at_ms,
+        session_id=session_id,
+        archive_reasoning=archive_reasoning,
+        count_tokens=count_tokens,
+    )
+
+
+def compose_region(
+    shadowed: tuple[int, ...],
+    shadowed_tokens: int,
+    span: Sequence[Event],
+    text: str,
+    summarizer: SummarizerInfo,
+    *,
+    trigger: str,
+    engine: str,
+    compaction_id: str,
+    summary_seq: int,
+    at_ms: int,
+    session_id: str,
+    archive_reasoning: bool,
+    count_tokens: Callable[[str], int],
+    checkpoint_class: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Composition:
+    """Compose one checkpoint shadowing the surface nodes ``shadowed`` (events ``span``).
+
+    ``checkpoint_class`` (``stub``, ``state``, ``directory``) is recorded on the summary
+    event and picks the framing; ``None`` is the summary engine's checkpoint (no key
+    written, so its logs stay as they were). ``extra`` adds keys to the summary event.
+    """
     # Stored as framed: the log, recall and the next pass's merge see what the model saw.
-    summary = neutralize_summary(result.text.strip())
+    # A directory's listing is composed by code from neutralised parts (see _rollup).
+    summary = text if checkpoint_class == "directory" else neutralize_summary(text.strip())
     checkpoint = f"c{summary_seq}"
-    shadowed = region.seqs
     data: SummaryPayload = {
         "compactionId": compaction_id,
         "checkpoint": checkpoint,
-        "trigger": plan.trigger,
-        "engine": plan.engine,
+        "trigger": trigger,
+        "engine": engine,
         "summary": summary,
         "shadowedRange": {"start": min(shadowed), "end": max(shadowed)},
         "shadowedSeqs": list(shadowed),
-        "shadowedTokenCount": region.tokens,
-        "summarizer": {"kind": result.kind, "model": result.model},
+        "shadowedTokenCount": shadowed_tokens,
+        "summarizer": summarizer,
         "archive": {},
     }
+    if checkpoint_class is not None:
+        data["checkpointClass"] = checkpoint_class
+    if extra:
+        data.update(extra)  # type: ignore[typeddict-item]
     if not archive_reasoning:
         data["archiveReasoning"] = False
     entry = archive_mod.build_entry(
         span,
         checkpoint=checkpoint,
         at_ms=at_ms,
-        reason=plan.trigger,
-        engine=plan.engine,
-        tokens=region.tokens,
+        reason=trigger,
+        engine=engine,
+        tokens=shadowed_tokens,
         session_id=session_id,
         archive_reasoning=archive_reasoning,
     )
@@ -106,23 +151,33 @@ def compose_pass(
         data=data,
         entry=entry,
         shadowed=shadowed,
-        shadowed_tokens=region.tokens,
+        shadowed_tokens=shadowed_tokens,
         checkpoint_tokens=count_tokens(worst) + MESSAGE_OVERHEAD_TOKENS,
     )
 
 
 def checkpoint_text(data: SummaryPayload) -> str:
-    """The checkpoint node's text: framing, the tagged summary, then the footers."""
+    """The checkpoint node's text: framing, the tagged summary, then the footers.
+
+    An index stub has no preamble (it is one of many short entries); a directory is its
+    code-composed listing followed by its own footer.
+    """
+    role = checkpoint_class(data)
+    if role == "stub":
+        return frame_stub(data["summary"], compose_footer(data))
+    if role == "directory":
+        return f"{data['summary']}\n\n{compose_footer(data)}"
     return frame_checkpoint(data["summary"], compose_footer(data))
 
 
 def checkpoint_specs(
-    composition: Composition, *, start_seq: int, archive_error: str | None
+    composition: Composition, *, start_seq: int, archive_error: str | None, close: bool = True
 ) -> list[EventSpec]:
     """The pass's closing batch: ``compaction/summary``, the checkpoint node, ``compaction/end``.
 
-    ``archive_error`` (the archive write failed) replaces the bucket counts on the summary
-    event, and the footer then leaves out the archive marker.
+    ``close=False`` leaves ``compaction/end`` out (a pass committing several regions
+    closes once, after the last). ``archive_error`` (the archive write failed) replaces
+    the bucket counts on the summary event, and the footer then leaves out the marker.
     """
     data: SummaryPayload = dict(composition.data)  # type: ignore[assignment]
     if archive_error is not None:
@@ -138,7 +193,7 @@ def checkpoint_specs(
         },
         "content": [{"type": "text", "text": checkpoint_text(data)}],
     }
-    return [
+    specs = [
         EventSpec("compaction/summary", dict(data), time=composition.at_ms),
         EventSpec(
             "user/message",
@@ -146,5 +201,7 @@ def checkpoint_specs(
             Replace(shadowed[0], shadowed[-1]),
             (*shadowed, start_seq, summary_seq),
         ),
-        EventSpec("compaction/end", {"compactionId": composition.compaction_id}),
     ]
+    if close:
+        specs.append(EventSpec("compaction/end", {"compactionId": composition.compaction_id}))
+    return specs

@@ -79,6 +79,9 @@ class CompactionResult:
     """Archive bucket counts, or None when archiving failed."""
     summary_seq: int
     compaction_id: str
+    checkpoints: tuple[str, ...] = ()
+    """Every checkpoint the pass committed, left to right (the recallable engine's stubs,
+    then its state checkpoint); empty means just :attr:`checkpoint`."""
 
 
 @dataclass(frozen=True)
@@ -394,15 +397,22 @@ class CompactionEngine:
         )
         return result, after, measured_at
 
-    def _fail(self, started: _Started, exc: BaseException, undo: ArchiveUndo) -> NoReturn:
-        """Record a failed pass (``compaction/end`` with ``error``) and raise."""
+    def _fail(
+        self,
+        started: _Started,
+        exc: BaseException,
+        undo: ArchiveUndo,
+        extra: dict[str, Any] | None = None,
+    ) -> NoReturn:
+        """Record a failed pass (``compaction/end`` with ``error``, plus ``extra``) and raise."""
         with self.session.lock:
             self._slot.compaction_id = self._slot.thread = None
             restore_archive(self.archive, undo)  # the archive matches the log again
             reason = _error_text(exc)
             self.last_error = reason
             self.session.append_log(
-                "compaction/end", {"compactionId": started.compaction_id, "error": reason}
+                "compaction/end",
+                {"compactionId": started.compaction_id, "error": reason, **(extra or {})},
             )
         if isinstance(exc, CompactionError | SurfaceError):
             raise exc

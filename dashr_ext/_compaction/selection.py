@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from .._turns import Unit
 
-__all__ = ["head_cut_for_overflow", "head_cut_for_retain"]
+__all__ = ["allowed_cuts", "head_cut_for_overflow", "head_cut_for_retain"]
 
 
-def _allowed_cuts(units: Sequence[Unit], cuts: Sequence[bool]) -> list[int]:
+def allowed_cuts(units: Sequence[Unit], cuts: Sequence[bool]) -> list[int]:
     """Unit boundaries that are balanced and do not pass an open unit, ascending."""
     allowed: list[int] = []
     for unit in units:
@@ -37,7 +37,7 @@ def head_cut_for_retain(
     Returns 0 when nothing can be compacted. When the exact cut is unbalanced the tail grows
     (the cut moves toward the head) until it is balanced.
     """
-    allowed = _allowed_cuts(units, cuts)
+    allowed = allowed_cuts(units, cuts)
     if not allowed:
         return 0
     n = len(node_tokens)
@@ -63,5 +63,5 @@ def head_cut_for_overflow(
     if not real or real[-1] == 0:
         return 0
     newest = units[real[-1]].start
-    allowed = [k for k in _allowed_cuts(units, cuts) if k <= newest]
+    allowed = [k for k in allowed_cuts(units, cuts) if k <= newest]
     return allowed[-1] if allowed else 0

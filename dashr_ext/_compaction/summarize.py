@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from .._summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ..errors import SummarizerError
 
-__all__ = ["summarize"]
+__all__ = ["MAX_CONCURRENT_SUMMARIES", "summarize", "summarize_each"]
 
-MAX_CONCURRENT_SUMMARIES = 4
+MAX_CONCURRENT_SUMMARIES = 8
+"""Summarize calls of one pass in flight at once (one pass rarely has more regions)."""
 
 
 def summarize(summarizer: Summarizer, requests: Sequence[SummaryRequest]) -> list[SummaryResult]:
@@ -32,3 +33,29 @@ def summarize(summarizer: Summarizer, requests: Sequence[SummaryRequest]) -> lis
         if not result.text.strip():
             raise SummarizerError(f"{result.kind} summarizer returned an empty summary")
     return results
+
+
+def summarize_each(
+    summarizer: Summarizer, requests: Sequence[SummaryRequest]
+) -> list[SummaryResult | Exception]:
+    """Every request summarized concurrently; each outcome is its result or its exception.
+
+    A failure does not cancel the others: the recallable engine degrades a failed stub to
+    a code-only pointer stub and needs only the state summary. An empty summary counts as
+    a :class:`SummarizerError`.
+    """
+
+    def one(request: SummaryRequest) -> SummaryResult | Exception:
+        try:
+            result = summarizer.summarize(request)
+        except Exception as exc:  # the caller decides which failures are fatal
+            return exc
+        if not result.text.strip():
+            return SummarizerError(f"{result.kind} summarizer returned an empty summary")
+        return result
+
+    if len(requests) <= 1:
+        return [one(r) for r in requests]
+    workers = min(MAX_CONCURRENT_SUMMARIES, len(requests))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashr-summarize") as pool:
+        return list(pool.map(one, requests))

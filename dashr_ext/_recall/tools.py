@@ -14,12 +14,13 @@ from typing import Any
 
 from .._config import RecallConfig
 from .._jsontext import loads_json
+from .._payloads import RECALL_TOOL_NAMES
 from ..errors import RecallError
 from .render import END_OF_RANGE
 
 __all__ = ["ACCEPTED_ARGUMENTS", "TOOL_NAMES", "tool_arguments", "tool_schemas"]
 
-TOOL_NAMES: tuple[str, ...] = ("history_outline", "history_read", "history_search")
+TOOL_NAMES: tuple[str, ...] = RECALL_TOOL_NAMES
 ACCEPTED_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "history_outline": (),
     "history_read": ("checkpoint", "seq", "cursor"),
