@@ -389,7 +389,7 @@ def run(min_tokens: int = MIN_SESSION_TOKENS, long: bool = True) -> tuple[list[S
                 finally:
                     r.dashr.close()
                 scores.append(s)
-                print(row(s, len(FACTS), len(literals())))
+                print(f"{budget[:11]:11s} " + row(s, len(FACTS), len(literals())))
     return scores, notes
 
 
@@ -454,15 +454,24 @@ def verdict(scores: Sequence[Score]) -> list[str]:
         if s is None or r is None:
             out.append(f"{budget}: no comparison (an engine was not measured)")
             continue
-        no_worse = r["current"] >= s["current"] and r["stale"] <= s["stale"]
+        current = _compare(r["current"], s["current"], higher_is_better=True)
+        stale = _compare(r["stale"], s["stale"], higher_is_better=False)
+        found = _compare(r["found"], s["found"], higher_is_better=True)
+        no_worse = "worse" not in (current, stale, found)
         out.append(
-            f"{budget}: recallable current {r['current']}/{r['k']} vs summary "
-            f"{s['current']}/{s['k']}, stale {r['stale']}/{r['n_stale']} vs "
-            f"{s['stale']}/{s['n_stale']}, search {r['found']}/{r['n_found']} vs "
-            f"{s['found']}/{s['n_found']}: recallable is "
-            f"{'no worse' if no_worse else 'WORSE'} than summary"
+            f"{budget}: current values {r['current']}/{r['k']} (recallable) vs "
+            f"{s['current']}/{s['k']} (summary): {current}; stale values {r['stale']}/"
+            f"{r['n_stale']} vs {s['stale']}/{s['n_stale']}: {stale}; found by search "
+            f"{r['found']}/{r['n_found']} vs {s['found']}/{s['n_found']}: {found}. Recallable is "
+            f"{'no worse than' if no_worse else 'WORSE than'} summary at this budget"
         )
     return out
+
+
+def _compare(recallable: int, summary: int, *, higher_is_better: bool) -> str:
+    if recallable == summary:
+        return "equal"
+    return "better" if (recallable > summary) == higher_is_better else "worse"
 
 
 def record(scores: Sequence[Score], notes: Sequence[str], machine: list[str]) -> None:

@@ -145,3 +145,25 @@ def test_presence_tells_checkpoints_from_the_tail() -> None:
     p = fidelity.presence("v7.3.19", "tag v7.3.19", "")
     assert (p.checkpoints, p.tail, p.anywhere) == (True, False, True)
     assert not fidelity.presence("v7.3.19", "", "v7.3.1").anywhere
+
+
+def test_verdict_compares_each_count_in_its_own_direction() -> None:
+    assert fidelity._compare(5, 4, higher_is_better=True) == "better"
+    assert fidelity._compare(5, 4, higher_is_better=False) == "worse"
+    assert fidelity._compare(4, 4, higher_is_better=False) == "equal"
+
+
+def test_thirds_and_stub_share_of_pass_records() -> None:
+    def record(i: int, stub: int) -> recallable.PassRecord:
+        return recallable.PassRecord(
+            index=i, passes=1, checkpoints=2, recorded_tokens=1000 * i, system_tokens=10,
+            prefix_tokens=100, common_tokens=50 + i, common_whole_tokens=50,
+            request_tokens=500, role_tokens={"stub": stub, "state": 40},
+            role_counts={"stub": 1, "state": 1},
+        )  # fmt: skip
+
+    records = [record(i, 100 * i) for i in range(1, 8)]
+    assert [len(g) for g in recallable.thirds(records)] == [2, 2, 3]
+    assert records[0].kept == 0.51
+    assert recallable.stub_share_text(records, 1000).endswith("; max 70.0%")
+    assert recallable.stub_share_text([record(1, 0)], 1000) == "– (no stubs)"
