@@ -201,7 +201,7 @@ def test_long_session_keeps_stubs_frozen_and_the_layout_after_every_pass(tmp_pat
             found = d.history_search(text)
             assert f"| shadowed | {cp.id} |" in found, (cp.id, found)
             page = d.history_read(checkpoint=cp.superseded_by)
-            assert f"Checkpoint {cp.id} (seq {cp.node_seq})" in page
+            assert f"Checkpoint {cp.id} (seq {cp.node_seq}): [prior state checkpoint]" in page
     with Dashr.open(target, CONFIG, read_only=True) as again:
         assert list(again.session.surface) == live[0]
         assert to_openai(again.session) == live[1]
