@@ -122,8 +122,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             state = f"superseded by {cp.superseded_by}" if cp.superseded_by else "current"
             role = "" if cp.role == "summary" else f" ({cp.role})"
             print(
-                f"  {cp.id}{role}: shadows {len(cp.shadowed_seqs)} events, ~{cp.shadowed_tokens} tokens, "
-                f"{cp.trigger}, {state}"
+                f"  {cp.id}{role}: shadows {len(cp.shadowed_seqs)} events, "
+                f"~{cp.shadowed_tokens} tokens, {cp.trigger}, {state}"
             )
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -124,7 +125,7 @@ def test_chunks_tile_the_region_on_allowed_cuts(sizes: list[int], data: Any) -> 
     result = chunk_region(allowed, sizes, 0, n, chunk, turn_starts)
     regions = [*result.chunks, result.trailing]
     assert regions[0][0] == 0 and regions[-1][1] == n - 1
-    for (a, b), (c, _d) in zip(regions, regions[1:], strict=False):
+    for (a, b), (c, _d) in itertools.pairwise(regions):
         assert b + 1 == c and a <= b
         assert c in allowed
     for a, b in result.chunks:  # a chunk overflows only when one unit alone is larger
@@ -136,7 +137,7 @@ def test_chunks_tile_the_region_on_allowed_cuts(sizes: list[int], data: Any) -> 
 def test_recallable_settings_are_validated() -> None:
     with pytest.raises(ConfigError, match="chunk_tokens: expected at least 2 × state_max_tokens"):
         CompactionConfig(engine="recallable", chunk_tokens=1000, state_max_tokens=1024)
-    with pytest.raises(ConfigError, match="stub_tokens: expected at most 0.125 × chunk_tokens"):
+    with pytest.raises(ConfigError, match=r"stub_tokens: expected at most 0\.125 × chunk_tokens"):
         CompactionConfig(
             engine="recallable", chunk_tokens=1024, stub_tokens=200, state_max_tokens=256
         )
@@ -285,12 +286,14 @@ def test_stub_calls_run_concurrently_and_commit_left_to_right(tmp_path: Path) ->
         )
 
     config = CONFIG.with_changes(auto=False)
-    with ScriptedServer(summarizer=responder) as server:
-        with Dashr.create(tmp_path / "s.jsonl", config, summarizer=_llm(server)) as d:
-            run_session(d, 10)
-            started = time.monotonic()
-            result = d.compact()
-            elapsed = time.monotonic() - started
+    with (
+        ScriptedServer(summarizer=responder) as server,
+        Dashr.create(tmp_path / "s.jsonl", config, summarizer=_llm(server)) as d,
+    ):
+        run_session(d, 10)
+        started = time.monotonic()
+        result = d.compact()
+        elapsed = time.monotonic() - started
     assert result is not None
     k = len(result.checkpoints)
     assert k >= 4  # several stubs and the state
@@ -453,3 +456,15 @@ def test_a_summary_engine_session_switched_to_recallable_adopts_its_checkpoint(
         adopted = next(cp for cp in d.checkpoints() if cp.id == head.id)
         assert adopted.superseded_by is not None
         assert next(c for c in d.checkpoints() if c.id == adopted.superseded_by).role == "stub"
+
+
+def test_unset_recallable_sizes_follow_the_window() -> None:
+    window = CompactionConfig(engine="recallable", recency_window_tokens=20000, retain_tokens=6000)
+    assert (window.state_budget, window.chunk_budget, window.stub_budget) == (2000, 4000, 160)
+    large = CompactionConfig(engine="recallable")  # 128k: threshold 102,400
+    assert (large.state_budget, large.chunk_budget, large.stub_budget) == (4096, 8192, 160)
+    small = CompactionConfig(engine="recallable", recency_window_tokens=6000, retain_tokens=1500)
+    assert (small.state_budget, small.chunk_budget, small.stub_budget) == (600, 1200, 150)
+    assert CONFIG.chunk_budget == 1024 and CONFIG.stub_budget == 96  # set values win
+    with pytest.raises(ConfigError, match="chunk_tokens: expected at least 2 × state_max_tokens"):
+        CompactionConfig(engine="recallable", chunk_tokens=3000)  # auto state 4096 → floor 8192

@@ -124,7 +124,7 @@ class RecallableEngine(CompactionEngine):
         self._ends_seen = len(events)
         if self._deferred is None:
             return None
-        return self._deferred + self.config.chunk_tokens // 4
+        return self._deferred + self.config.chunk_budget // 4
 
     # ------------------------------------------------------------------ range choice
 
@@ -223,7 +223,7 @@ class RecallableEngine(CompactionEngine):
             for k in range(lo, last + 1)
             if (e := s.event(surface[k])).type == "user/message" and e.message.source_kind == "user"
         }
-        chunking = chunk_region(allowed, tokens, lo, last + 1, cfg.chunk_tokens, turn_starts)
+        chunking = chunk_region(allowed, tokens, lo, last + 1, cfg.chunk_budget, turn_starts)
         by_node = self._by_node()
         index = [by_node[q] for q in surface[:lo] if q in by_node]
         keywords, recent = self._index_texts(index)
@@ -249,7 +249,7 @@ class RecallableEngine(CompactionEngine):
                 SummaryRequest(
                     span=content,
                     previous_summary=None,
-                    max_summary_tokens=cfg.stub_tokens,
+                    max_summary_tokens=cfg.stub_budget,
                     prefix_messages=(),
                     count_tokens=self.meter.count_text,
                     mode="stub",
@@ -266,7 +266,7 @@ class RecallableEngine(CompactionEngine):
             SummaryRequest(
                 span=stale,
                 previous_summary=base,
-                max_summary_tokens=cfg.state_max_tokens,
+                max_summary_tokens=cfg.state_budget,
                 prefix_messages=prefix_messages(s, 0, last),
                 count_tokens=self.meter.count_text,
                 tools=s.tools,

@@ -26,8 +26,8 @@ from .cursor import Cursor
 
 __all__ = [
     "END_OF_RANGE",
-    "compact_arguments",
     "PRIOR_STATE_LABEL",
+    "compact_arguments",
     "event_body",
     "event_label",
     "minute_utc",
