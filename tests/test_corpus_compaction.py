@@ -100,6 +100,9 @@ def test_corpus_session_under_the_recallable_engine_keeps_its_layout(
             assert not orphan_results(to_openai(d.session))
         checkpoints = d.checkpoints()
         stubs = {cp.node_seq for cp in checkpoints if cp.role == "stub"}
+        for cp in checkpoints:  # every stub summarizes history (none indexes only a state)
+            if cp.role == "stub":
+                assert d.session.event(cp.summary_seq).data["summarizer"]["kind"] != "code"
         for cp in checkpoints:
             if cp.role != "directory":
                 assert not stubs & set(cp.shadowed_seqs), cp.id

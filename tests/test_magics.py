@@ -815,6 +815,10 @@ def test_config_engine_recallable_compacts_into_stubs_and_a_state(ip: Interactiv
         d.request_messages()
     roles = [cp.role for cp in d.checkpoints()]
     assert "stub" in roles and "state" in roles
+    for cp in d.checkpoints():  # no stub indexes only the previous state (a wasted stub)
+        if cp.role == "stub":
+            data = d.session.event(cp.summary_seq).data
+            assert data["summarizer"]["kind"] == "extractive", data["summary"]
     archive = ip.user_ns["dashr_compaction_archive"]
     assert sorted(archive) == sorted(cp.id for cp in d.checkpoints())  # one entry each
     outline = run(ip, "%history_outline")
