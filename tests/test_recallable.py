@@ -468,3 +468,46 @@ def test_unset_recallable_sizes_follow_the_window() -> None:
     assert CONFIG.chunk_budget == 1024 and CONFIG.stub_budget == 96  # set values win
     with pytest.raises(ConfigError, match="chunk_tokens: expected at least 2 × state_max_tokens"):
         CompactionConfig(engine="recallable", chunk_tokens=3000)  # auto state 4096 → floor 8192
+
+
+def recall_step(i: int) -> list[dict[str, Any]]:
+    call = {
+        "id": f"recall_{i}",
+        "type": "function",
+        "function": {"name": "history_search", "arguments": json.dumps({"query": f"q{i}"})},
+    }
+    found = "\n".join(f"{k}. seq {k} | shadowed | c9 | old text {i}-{k}" for k in range(60))
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"recall_{i}", "content": found},
+    ]
+
+
+def test_a_chunk_of_recalled_history_gets_a_code_only_stub(tmp_path: Path) -> None:
+    summarizer = ScriptedSummarizer(text="Work.\nKeywords: values: 1")
+    config = CONFIG.with_changes(auto=False)
+    with Dashr.create(tmp_path / "s.jsonl", config, summarizer=summarizer) as d:
+        for message in turn(0):
+            d.record_openai(message)
+        d.record_openai({"role": "user", "content": "What did the old runs say?"})
+        for i in range(6):
+            for message in recall_step(i):
+                d.record_openai(message)
+        d.record_openai({"role": "assistant", "content": "They said nothing new."})
+        for i in range(1, 4):
+            for message in turn(i):
+                d.record_openai(message)
+        result = d.compact()
+        assert result is not None
+        kinds = {}
+        for cid in result.checkpoints[:-1]:
+            data = d.session.event(int(cid[1:])).data
+            kinds[cid] = (data["summarizer"]["kind"], data["summary"])
+        recalled = [k for k, (kind, text) in kinds.items() if kind == "code"]
+        assert recalled, kinds
+        for cid in recalled:
+            assert kinds[cid][1].startswith("Recalled earlier history")
+        stub_spans = [r.span for r in summarizer.requests if r.mode == "stub"]
+        assert all(  # no model call was spent on recalled content alone
+            any(e.message.tool_name != "history_search" for e in span) for span in stub_spans
+        )
