@@ -60,7 +60,7 @@ _CONSTRAINT = re.compile(
     re.I,
 )
 # Within Current State: the newer state first, then what accumulates.
-_CURRENT_ORDER = {CURRENT: 0, FILES: 1, ERRORS: 2, CRITICAL: 3}
+_CURRENT_ORDER = {CURRENT: 0, FILES: 1, ERRORS: 2}
 
 
 def state_text(
@@ -101,7 +101,7 @@ def state_text(
         request_chars=min(request_chars, limit),
         current_work_chars=current_work_chars,
     )
-    _constraints(items, span)
+    _constraints(items, span, old)
     carry_state(items, old)
     add_anchors(items, span, old, anchors_per_kind)
     return fit(
@@ -109,17 +109,34 @@ def state_text(
     )
 
 
-def _constraints(items: Items, span: Span) -> None:
-    """The user's sentences that set a rule ("must", "do not", "instead", …)."""
+def _constraints(items: Items, span: Span, old: list[list[list[str]]]) -> None:
+    """The user's sentences that set a rule ("must", "do not", "instead", …).
+
+    Read from the requests of the span and from the Goal bullets carried forward, so an
+    adopted summary's requests give their constraints too.
+    """
+    texts = [_request_text(bullet) for parsed in old for bullet in parsed[REQUEST]]
+    texts += [text for _, text in span.requests]
     found = [
         one_line(sentence, 240)
-        for _, text in span.requests
+        for text in texts
         for sentence in sentences(text)
-        if _CONSTRAINT.search(sentence)
+        if _CONSTRAINT.search(sentence) and "… [+" not in sentence
     ]
     unique = list(dict.fromkeys(found))[-8:]
     for i, sentence in enumerate(unique):
         items.add(CONSTRAINTS, "User: " + sentence, 75.0 + i * 0.5)
+
+
+_REQUEST_LABEL = re.compile(
+    r"^(?:Original request \(seq \d+\), verbatim:|Later request \([^)]*\):)[ \t]*\n?"
+)
+
+
+def _request_text(bullet: str) -> str:
+    """A Goal bullet's request text, without its label and quote marks."""
+    text = _REQUEST_LABEL.sub("", bullet)
+    return "\n".join(re.sub(r"^\s*>[ ]?", "", line) for line in text.splitlines())
 
 
 # --------------------------------------------------------------------------- roles ⇄ sections
@@ -209,6 +226,12 @@ def _headings(text: str) -> list[str]:
 # --------------------------------------------------------------------------- rendering
 
 
+def _current_rank(item: Item) -> int:
+    if item.text.startswith(_RUN):  # last in Current State, whichever role it came with
+        return 3
+    return _CURRENT_ORDER.get(item.section, 0)
+
+
 def render_state(headings: Sequence[str], items: Iterable[Item]) -> str:
     """The Markdown of a state: a heading per section, its bullets, ``(none)`` when empty.
 
@@ -224,9 +247,7 @@ def render_state(headings: Sequence[str], items: Iterable[Item]) -> str:
             by_section[state_section(item)].append(item)
     blocks: list[str] = []
     for index, name in enumerate(headings):
-        bullets = sorted(
-            by_section[index], key=lambda i: (_CURRENT_ORDER.get(i.section, 0), i.order)
-        )
+        bullets = sorted(by_section[index], key=lambda i: (_current_rank(i), i.order))
         lines = [f"## {name}"]
         for item in bullets:
             text = item.text
