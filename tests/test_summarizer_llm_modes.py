@@ -10,7 +10,7 @@ import pytest
 from corpus_events import assistant, tool, user
 from test_summarizer_llm import PREFIX, SPAN, SUMMARY, count_words
 
-from dashr_ext._summarizers.base import SummaryRequest
+from dashr_ext._summarizers.base import SummaryRequest, span_text
 from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext._templates import render
 from dashr_ext.errors import SummarizerError
@@ -251,3 +251,17 @@ def test_an_unknown_mode_fails_before_any_request(server: ScriptedServer) -> Non
     with pytest.raises(SummarizerError, match=r"unknown mode 'digest'; expected one of"):
         summarizer_for(server).summarize(state_request(mode="digest"))
     assert server.requests == []
+
+
+def test_a_state_must_be_smaller_than_the_previous_state_and_the_span(
+    server: ScriptedServer,
+) -> None:
+    span_words = count_words(span_text(SPAN))
+    previous = "- carried fact\n" * 200  # 600 words
+    longer_than_the_span = "- kept\n" * span_words  # 2 words a line
+    server.script(chat_completion(longer_than_the_span), chat_completion(longer_than_the_span))
+    s = summarizer_for(server)
+    result = s.summarize(state_request(previous_summary=previous))
+    assert result.text == longer_than_the_span.strip()
+    with pytest.raises(SummarizerError, match=r"not smaller than the span it condenses"):
+        s.summarize(state_request(previous_summary=None))

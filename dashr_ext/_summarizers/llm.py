@@ -81,7 +81,9 @@ class LLMSummarizer:
     across the calls of a pass, and there are no tools. A stub reply is cut after its
     ``Keywords:`` line (the line ends a stub; trailing chatter goes), and the line is
     rewritten to start exactly ``Keywords:``; a reply without one is kept as it is (the
-    engine copes). Checkpoint nodes in a stub's span are left out.
+    engine copes). Checkpoint nodes in a stub's span are left out. A state must be
+    smaller than the previous state and the span together (its input), a stub and a
+    summary smaller than the span.
 
     **Failures** raise :class:`~dashr_ext.errors.SummarizerError`: connect errors,
     timeouts, 408/409/429 and 5xx responses are retried ``max_retries`` times with
@@ -373,9 +375,14 @@ class LLMSummarizer:
         out_tokens = request.count_tokens(text)
         span = _stub_span(request) if request.mode == "stub" else request.span
         in_tokens = request.count_tokens(span_text(span))
+        what = "the span"
+        if request.mode == "state" and request.previous_summary:
+            # A state rewrites the previous state with the span: both are its input.
+            in_tokens += request.count_tokens(request.previous_summary)
+            what = "the previous state and the span"
         if out_tokens >= in_tokens:
             raise SummarizerError(
-                f"llm summarizer: the summary ({out_tokens} tokens) is not smaller than the span "
+                f"llm summarizer: the summary ({out_tokens} tokens) is not smaller than {what} "
                 f"it condenses ({in_tokens} tokens)"
             )
         model = data.get("model")
