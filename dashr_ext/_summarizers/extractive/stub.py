@@ -24,7 +24,7 @@ from ..keywords import KEYWORDS_LABEL
 from .anchors import candidate_anchors
 from .items import ANCHOR_KINDS
 from .reading import OP_WEIGHTS, Command, Span, read_span
-from .text import code, command_label, prose
+from .text import code, prose
 
 __all__ = ["KIND_LABELS", "stub_text"]
 
@@ -107,7 +107,7 @@ def _done_line(span: Span, events: Sequence[Event]) -> str | None:
     runs: dict[str, int] = {}
     for cmd in span.commands:
         if cmd.text:
-            label = command_label(cmd.text, 80)
+            label = _label(cmd.text)
             runs[label] = runs.get(label, 0) + 1
     if runs:
         shown = [code(label) + (f" ×{n}" if n > 1 else "") for label, n in list(runs.items())[:3]]
@@ -138,7 +138,7 @@ def _outcome_line(span: Span) -> str | None:
     finished = [c for c in span.commands if c.text and c.result_seq is not None]
     if finished:
         last: Command = finished[-1]
-        label = code(command_label(last.text, 80))
+        label = code(_label(last.text))
         if last.status not in (0, None) or last.errors:
             status = f" (exit {last.status})" if last.status is not None else ""
             error = f": {code(last.errors[0])}" if last.errors else ""
@@ -149,6 +149,13 @@ def _outcome_line(span: Span) -> str | None:
     if said is not None:
         pieces.append(f"assistant (seq {said[0]}): {_flat(prose(said[1]))}")
     return "Outcome: " + "; ".join(pieces) if pieces else None
+
+
+def _label(command: str) -> str:
+    """A command in one short line: its first line, clipped, and how many lines follow."""
+    lines = [line for line in command.splitlines() if line.strip()]
+    first = cut(_flat(lines[0]), 72) if lines else ""
+    return f"{first} (+{len(lines) - 1} lines)" if len(lines) > 1 else first
 
 
 def _flat(text: str) -> str:
