@@ -420,6 +420,18 @@ def test_state_respects_its_budget(budget: int) -> None:
     assert state(span, previous=state(first_span()), budget=budget) == text
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(earlier=spans(), later=spans(), budget=st.integers(128, 2048))
+def test_states_fit_their_budget_and_are_deterministic(
+    earlier: list[Event], later: list[Event], budget: int
+) -> None:
+    previous = state(earlier, budget=budget)
+    text = state(later, previous=previous, budget=budget)
+    assert METER.count_text(previous) <= budget and METER.count_text(text) <= budget
+    assert tuple(re.findall(r"^## (.+)$", text, flags=re.M)) == STATE_HEADINGS
+    assert text == state(later, previous=previous, budget=budget)
+
+
 @pytest.mark.corpus
 @pytest.mark.skipif(not corpus_files(), reason=f"corpus not found at {CORPUS}")
 @pytest.mark.parametrize("budget", [2048, 512])

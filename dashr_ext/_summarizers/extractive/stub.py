@@ -56,8 +56,9 @@ def stub_text(request: SummaryRequest, anchors_per_kind: int) -> str:
     """The index stub of ``request.span``, within ``request.max_summary_tokens``.
 
     Checkpoint nodes in the span are skipped; an anchor any ``request.index_keywords``
-    line already holds is left out. Over budget, keyword anchors go first (the least
-    salient first), then the lines are clipped. Raises
+    line already holds is left out. Each line is first held to its share of the budget
+    (the lines together ~60%); over budget, keyword anchors go first (the least salient
+    first), then the lines are clipped further. Raises
     :class:`~dashr_ext.errors.SummarizerError` for a span without events to index or a
     budget too small for a clipped line.
     """

@@ -76,8 +76,9 @@ class ExtractiveSummarizer:
     ``Keywords: errors: …; paths: …; values: …; config: …; ids: …; commands: …`` line of
     the span's literal anchors (at most ``anchors_per_kind`` of each kind) that no line of
     ``request.index_keywords`` already holds. Checkpoint nodes are skipped, the background
-    state is never used. Over budget, anchors are dropped (least salient first), then the
-    lines are clipped.
+    state is never used. Each line is first held to its share of the budget (together
+    about 60%, the rest is the keyword line's); over budget, anchors are dropped (least
+    salient first), then the lines are clipped further.
 
     **State mode** (``request.mode == "state"``) writes the state checkpoint: the sections
     of ``prompts/state.md`` (Goal, Constraints, Decisions, Current State, Key Values, Open
