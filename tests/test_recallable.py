@@ -511,3 +511,10 @@ def test_a_chunk_of_recalled_history_gets_a_code_only_stub(tmp_path: Path) -> No
         assert all(  # no model call was spent on recalled content alone
             any(e.message.tool_name != "history_search" for e in span) for span in stub_spans
         )
+
+
+def test_a_state_checkpoint_previews_its_current_state() -> None:
+    from dashr_ext._checkpoints import summary_preview
+
+    state = "## Goal\n- Fix the tests.\n\n## Current State\n- Suite green: 44 passed.\n"
+    assert summary_preview(state) == "Suite green: 44 passed."
