@@ -274,7 +274,7 @@ def test_rollup_bounds_the_stub_region_and_keeps_every_id_a_recall_target(
 
 
 def test_stub_calls_run_concurrently_and_commit_left_to_right(tmp_path: Path) -> None:
-    latency = 0.6
+    latency = 1.0
     calls = {"n": 0}
 
     def responder(request: Any) -> Any:
@@ -302,6 +302,26 @@ def test_stub_calls_run_concurrently_and_commit_left_to_right(tmp_path: Path) ->
     assert seqs == sorted(seqs)  # left to right, whatever order the calls finished in
     positions = [d.session.surface.index(d.session.event(s + 1).seq) for s in seqs]
     assert positions == sorted(positions)
+
+
+def test_a_pass_of_k_stubs_takes_about_one_call_not_k(tmp_path: Path) -> None:
+    latency = 1.5  # long against the pass's own work, so a loaded machine cannot tip it
+
+    def responder(request: Any) -> Any:
+        return slow(chat_completion("Checked modules.\nKeywords: ids: part"), latency)
+
+    config = CONFIG.with_changes(auto=False)
+    with (
+        ScriptedServer(summarizer=responder) as server,
+        Dashr.create(tmp_path / "s.jsonl", config, summarizer=_llm(server)) as d,
+    ):
+        run_session(d, 10)
+        started = time.monotonic()
+        result = d.compact()
+        elapsed = time.monotonic() - started
+        calls = len(server.compaction_requests)
+    assert result is not None and calls == len(result.checkpoints) >= 4
+    assert elapsed < 2 * latency, (elapsed, calls)  # k calls at once, not k × latency
 
 
 def _llm(server: ScriptedServer) -> Any:
