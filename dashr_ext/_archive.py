@@ -261,4 +261,3 @@ def apply_cap(archive: Mapping[str, Mapping[str, Any]], max_bytes: int | None) -
         total -= sizes[key] - entry_size_bytes(evicted_stub(entry))
         evict.append(key)
     return evict
-

@@ -133,13 +133,14 @@ def checkpoints(log: EventLog) -> list[Checkpoint]:
 def summary_preview(summary: str) -> str:
     """One line saying what a summary is about now.
 
-    Prefers the first line of its "Current Work" section (what differs between successive
-    merged checkpoints), else its first content line; list markers and labels are dropped.
+    Prefers the first line of its "Current Work" (a summary) or "Current State" (a state
+    checkpoint) section, what differs between successive merged checkpoints, else its
+    first content line; list markers and labels are dropped.
     """
     lines = [ln.strip() for ln in summary.splitlines()]
     start = 0
     for i, line in enumerate(lines):
-        if line.lstrip("#").strip().lower() == "current work":
+        if line.lstrip("#").strip().lower() in ("current work", "current state"):
             start = i + 1
             break
     for line in lines[start:]:

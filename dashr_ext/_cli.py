@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._config import CompactionConfig
+from ._config import ENGINES, CompactionConfig
 from .errors import DashrError
 
 __all__ = ["main"]
@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, help="keep the session file here (default: a temp dir)")
     demo.add_argument("--recency-window-tokens", type=int, default=6000)
     demo.add_argument("--retain-tokens", type=int, default=1500)
+    demo.add_argument("--engine", default="summary", choices=list(ENGINES))
 
     inspect = sub.add_parser("inspect", help="summarize a session file")
     inspect.add_argument("file", type=Path)
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compact = sub.add_parser("compact", help="run one compaction pass on a session file")
     compact.add_argument("file", type=Path)
-    compact.add_argument("--engine", default="summary", choices=["summary"])
+    compact.add_argument("--engine", default="summary", choices=list(ENGINES))
     compact.add_argument("--recency-window-tokens", type=int)
     compact.add_argument("--retain-tokens", type=int)
     compact.add_argument("--context-window-tokens", type=int, default=128_000)
@@ -119,9 +120,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         print(f"checkpoints: {len(cps)}")
         for cp in cps:
             state = f"superseded by {cp.superseded_by}" if cp.superseded_by else "current"
+            role = "" if cp.role == "summary" else f" ({cp.role})"
             print(
-                f"  {cp.id}: shadows {len(cp.shadowed_seqs)} events, ~{cp.shadowed_tokens} tokens, "
-                f"{cp.trigger}, {state}"
+                f"  {cp.id}{role}: shadows {len(cp.shadowed_seqs)} events, "
+                f"~{cp.shadowed_tokens} tokens, {cp.trigger}, {state}"
             )
     return 0
 
@@ -161,8 +163,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         if result is None:
             print(f"nothing to compact (~{before} tokens on the surface)")
             return 0
+        made = ", ".join(result.checkpoints) if len(result.checkpoints) > 1 else result.checkpoint
         print(
-            f"{result.checkpoint}: shadowed {len(result.shadowed_seqs)} events; "
+            f"{made}: shadowed {len(result.shadowed_seqs)} events; "
             f"~{result.tokens_before} -> ~{result.tokens_after} tokens"
         )
     return 0
@@ -208,7 +211,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import DEMO_TOOLS, demo_facts, demo_messages
 
     config = CompactionConfig(
-        recency_window_tokens=args.recency_window_tokens, retain_tokens=args.retain_tokens
+        engine=args.engine,
+        recency_window_tokens=args.recency_window_tokens,
+        retain_tokens=args.retain_tokens,
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = args.out or Path(tmp) / "demo.jsonl"

@@ -64,6 +64,9 @@ class CompactionConfig:
     ``chunk_tokens``, each condensed into a frozen index stub of about ``stub_tokens``,
     and rewrites one state checkpoint of at most ``state_max_tokens``; when the stubs
     pass ``stub_region_ratio × trigger`` the oldest roll up into one directory node.
+    Left at None, the three sizes follow the window (:attr:`chunk_budget`,
+    :attr:`stub_budget`, :attr:`state_budget`), so a 20k recency window gets a state of
+    ~2k tokens and several stubs per pass, and a 128k window 4k and 8k-token chunks.
     """
 
     engine: str = "summary"
@@ -77,9 +80,9 @@ class CompactionConfig:
     auto: bool = True
     archive_max_bytes: int | None = None
     archive_reasoning: bool = True
-    chunk_tokens: int = 8192
-    stub_tokens: int = 160
-    state_max_tokens: int = 2048
+    chunk_tokens: int | None = None
+    stub_tokens: int | None = None
+    state_max_tokens: int | None = None
     stub_region_ratio: float = 0.25
 
     def __post_init__(self) -> None:
@@ -131,30 +134,59 @@ class CompactionConfig:
                 )
 
     def _check_recallable(self) -> None:
-        _int("stub_tokens", self.stub_tokens, 32, 2048)
-        _int("state_max_tokens", self.state_max_tokens, MIN_SUMMARY_TOKENS)
-        _int("chunk_tokens", self.chunk_tokens, 256)
+        if self.stub_tokens is not None:
+            _int("stub_tokens", self.stub_tokens, 32, 2048)
+        if self.state_max_tokens is not None:
+            _int("state_max_tokens", self.state_max_tokens, MIN_SUMMARY_TOKENS)
+        if self.chunk_tokens is not None:
+            _int("chunk_tokens", self.chunk_tokens, 256)
         if (
             not isinstance(self.stub_region_ratio, int | float)
             or isinstance(self.stub_region_ratio, bool)
             or not 0 < float(self.stub_region_ratio) <= 0.5
         ):
             raise ConfigError("stub_region_ratio", "a number in (0, 0.5]", self.stub_region_ratio)
-        floor = CHUNK_STATE_MIN_MULTIPLE * self.state_max_tokens
-        if self.chunk_tokens < floor:
+        floor = CHUNK_STATE_MIN_MULTIPLE * self.state_budget
+        if self.chunk_tokens is not None and self.chunk_tokens < floor:
             raise ConfigError(
                 "chunk_tokens",
                 f"at least {CHUNK_STATE_MIN_MULTIPLE} × state_max_tokens "
-                f"({self.state_max_tokens}) = {floor}; lower state_max_tokens or raise chunk_tokens",
+                f"({self.state_budget}) = {floor}; lower state_max_tokens or raise chunk_tokens",
                 self.chunk_tokens,
             )
-        if self.stub_tokens > STUB_CHUNK_MAX_RATIO * self.chunk_tokens:
+        if self.stub_tokens is not None and self.stub_tokens > STUB_CHUNK_MAX_RATIO * (
+            self.chunk_budget
+        ):
             raise ConfigError(
                 "stub_tokens",
-                f"at most {STUB_CHUNK_MAX_RATIO:g} × chunk_tokens ({self.chunk_tokens}) = "
-                f"{int(STUB_CHUNK_MAX_RATIO * self.chunk_tokens)}",
+                f"at most {STUB_CHUNK_MAX_RATIO:g} × chunk_tokens ({self.chunk_budget}) = "
+                f"{int(STUB_CHUNK_MAX_RATIO * self.chunk_budget)}",
                 self.stub_tokens,
             )
+
+    @property
+    def state_budget(self) -> int:
+        """``state_max_tokens``, or when None a tenth of the trigger within [256, 4096]."""
+        if self.state_max_tokens is not None:
+            return self.state_max_tokens
+        return min(4096, max(256, self.trigger_tokens // 10))
+
+    @property
+    def chunk_budget(self) -> int:
+        """``chunk_tokens``, or when None a quarter of what a pass compacts, within
+        [2 × state, 8192] (several stubs per pass, none smaller than the floor)."""
+        if self.chunk_tokens is not None:
+            return self.chunk_tokens
+        per_pass = max(0, self.trigger_tokens - self.retain_budget)
+        floor = CHUNK_STATE_MIN_MULTIPLE * self.state_budget
+        return max(floor, min(8192, per_pass // 4))
+
+    @property
+    def stub_budget(self) -> int:
+        """``stub_tokens``, or when None 160 (at most an eighth of the chunk)."""
+        if self.stub_tokens is not None:
+            return self.stub_tokens
+        return max(32, min(160, int(STUB_CHUNK_MAX_RATIO * self.chunk_budget)))
 
     @property
     def threshold_tokens(self) -> int:

@@ -155,20 +155,20 @@ def dry_run_report(c: Dashr) -> Report:
             ("the surface already fits the retain budget; nothing was committed",),
             kind="compact",
         )
-    (region,) = plan.regions
-    a, b = region.first, region.last
-    seqs = list(region.seqs)
-    tokens = region.tokens
+    a, b = plan.regions[0].first, plan.regions[-1].last
+    seqs = [q for region in plan.regions for q in region.seqs]
     kept = len(s.surface) - len(seqs)
+    rows: list[tuple[str, object]] = [
+        ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
+        ("events", len(seqs)),
+        ("estimated tokens", f"~{plan.shadowed_tokens}"),
+    ]
+    if len(plan.regions) > 1:  # the recallable engine: index stubs, then the state
+        rows.append(("checkpoints", f"{len(plan.regions) - 1} index stubs and the state"))
+    rows += [("kept verbatim", f"{kept} nodes"), ("request tokens now", f"~{measured.total}")]
     return Report.of(
         f"dry run: %compact would condense {len(seqs)} events",
-        [
-            ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
-            ("events", len(seqs)),
-            ("estimated tokens", f"~{tokens}"),
-            ("kept verbatim", f"{kept} nodes"),
-            ("request tokens now", f"~{measured.total}"),
-        ],
+        rows,
         ("nothing was committed",),
         kind="compact",
     )
@@ -189,8 +189,14 @@ def compact_report(c: Dashr) -> Report:
         if result.archived is not None
         else "archiving failed (the log still has the originals)"
     )
+    made = result.checkpoints or (result.checkpoint,)
+    into = (
+        f"checkpoint {result.checkpoint}"
+        if len(made) == 1
+        else f"{len(made) - 1} index stubs ({', '.join(made[:-1])}) and state {result.checkpoint}"
+    )
     return Report.of(
-        f"compacted {len(result.shadowed_seqs)} events into checkpoint {result.checkpoint}",
+        f"compacted {len(result.shadowed_seqs)} events into {into}",
         [
             ("range", _seq_span(result.shadowed_seqs)),
             ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),

@@ -24,6 +24,7 @@ __all__ = [
     "render",
     "render_text",
     "resolve_prompts_dir",
+    "state_sections",
     "summary_sections",
     "template_names",
 ]
@@ -339,11 +340,23 @@ def summary_sections(prompts_dir: PathLike | None = None) -> tuple[str, ...]:
     Intent** — …``), the single source of truth for every summarizer's output
     structure.
     """
-    text = load_template("summarize", prompts_dir)
+    return _sections("summarize", "Primary Request and Intent", prompts_dir)
+
+
+def state_sections(prompts_dir: PathLike | None = None) -> tuple[str, ...]:
+    """The section headings of ``state.md`` (the state checkpoint), in order.
+
+    Read like :func:`summary_sections`: the numbered bold items (``1. **Goal** — …``).
+    """
+    return _sections("state", "Goal", prompts_dir)
+
+
+def _sections(name: str, example: str, prompts_dir: PathLike | None) -> tuple[str, ...]:
+    text = load_template(name, prompts_dir)
     sections = tuple(m.group(1).strip() for m in _SECTION.finditer(text))
     if not sections:
         raise PromptError(
-            "template 'summarize.md': no numbered section list found "
-            "(expected lines like '1. **Primary Request and Intent** — …')"
+            f"template '{name}.md': no numbered section list found "
+            f"(expected lines like '1. **{example}** — …')"
         )
     return sections

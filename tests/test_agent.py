@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -539,3 +540,44 @@ def test_agent_configuration_and_arguments_are_validated(dashr: Dashr) -> None:
         agent.run_turn("   ")
     assert len(dashr.session) == before
     assert "api_key" not in repr(agent) and "plain namespace" in repr(agent)
+
+
+@pytest.mark.slow
+def test_the_agent_runs_unchanged_on_the_recallable_engine(
+    server: ScriptedServer, tmp_path: Path, clock: Callable[[], int]
+) -> None:
+    """Same loop, other engine: requests read [system][stubs…][state][tail], the model
+    reads a frozen stub's original back through the archive."""
+    config = WINDOW.with_changes(engine="recallable")
+
+    def read_first_stub(request: RecordedRequest) -> Reply:
+        first = re.search(r"\[checkpoint (c\d+): shadows", texts(request))
+        assert first is not None
+        code = f'print(dashr_compaction_archive["{first.group(1)}"]["tool_results"][0]["text"])'
+        return call_run_cell(code)(request)
+
+    server.script(
+        *(call_run_cell(batch_cell(i)) for i in range(8)),
+        read_first_stub,
+        answer("Done."),
+    )
+    with Dashr.create(tmp_path / "agent.jsonl", config=config, clock=clock) as d:
+        agent = agent_for(d, server)
+        reply = agent.run_turn("Load eight batches, then read the first one back.")
+        assert (reply.reason, reply.text) == ("completed", "Done.")
+        roles = {cp.id: cp.role for cp in d.checkpoints()}
+        assert "stub" in roles.values() and "state" in roles.values()
+        for request in server.model_requests:
+            kinds = []  # each checkpoint message's own footer is its last one
+            for m in request.messages:
+                named = re.findall(r"\[checkpoint (c\d+): shadows", str(m.get("content") or ""))
+                if named:
+                    kinds.append(roles[named[-1]])
+            assert kinds == sorted(kinds, key=lambda k: k == "state"), kinds  # state last
+            assert kinds.count("state") <= 1 and "summary" not in kinds
+        stub = next(c for c in d.checkpoints() if c.role == "stub")
+        original = d.session.event(d.archive[stub.id]["tool_results"][0]["seq"]).message.text
+        read = tool_results(d)[-1].message
+        assert (read.text, read.is_error) == (original + "\n", False)
+        assert_consistent(d)
+        agent.close()

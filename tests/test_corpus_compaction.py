@@ -66,3 +66,58 @@ def test_corpus_session_compacts_correctly_with_the_offline_default(
                 owner[seq] = cp.id
             for item in entry["tool_results"]:
                 assert item["text"] == again.session.event(item["seq"]).message.text
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_session_under_the_recallable_engine_keeps_its_layout(
+    path: Path, tmp_path: Path
+) -> None:
+    """After every pass: ``[system][stubs…][state][tail]``, earlier stubs unchanged, no stub
+    inside a later region, replay identical, and the superseded states' spans still found."""
+    data = load_corpus(path)
+    target = tmp_path / "s.jsonl"
+    config = CompactionConfig(
+        engine="recallable", recency_window_tokens=WINDOW, retain_tokens=RETAIN
+    )
+    texts: dict[str, str] = {}
+    passes = 0
+    with Dashr.create(target, config=config, tools=data["tools"], durability="flush") as d:
+        for message in data["messages"]:
+            d.record_openai(message)
+            before = len(d.checkpoints())
+            d.request_messages()
+            if len(d.checkpoints()) == before:
+                continue
+            passes += 1
+            current = {cp.node_seq: cp.role for cp in d.checkpoints() if not cp.superseded_by}
+            roles = [current.get(q, "-") for q in d.session.surface]
+            k = next(i for i, r in enumerate(roles) if r not in ("stub", "directory"))
+            assert roles[k] == "state" and set(roles[k + 1 :]) <= {"-"}, roles
+            for cp in d.checkpoints():
+                text = d.session.event(cp.node_seq).message.text
+                assert texts.setdefault(cp.id, text) == text
+            assert not orphan_results(to_openai(d.session))
+        checkpoints = d.checkpoints()
+        stubs = {cp.node_seq for cp in checkpoints if cp.role == "stub"}
+        for cp in checkpoints:  # every stub summarizes history (none indexes only a state)
+            if cp.role == "stub":
+                assert d.session.event(cp.summary_seq).data["summarizer"]["kind"] != "code"
+        for cp in checkpoints:
+            if cp.role != "directory":
+                assert not stubs & set(cp.shadowed_seqs), cp.id
+        for cp in checkpoints:
+            if cp.role == "state" and cp.superseded_by:
+                first = d.session.event(cp.shadowed_seqs[0]).message.text.strip()
+                if first:
+                    phrase = " ".join(first.split()[:6])
+                    assert f"| shadowed | {cp.id} |" in d.history_search(phrase, limit=20) or (
+                        "truncated true" in d.history_search(phrase, limit=20)
+                    ), (cp.id, phrase)
+        live = (list(d.session.surface), to_openai(d.session), dict(d.archive))
+    if passes == 0:
+        pytest.skip(f"{path.stem} never compacts under a 20k recency window")
+    with Dashr.open(target, config=config, read_only=True) as again:
+        assert list(again.session.surface) == live[0]
+        assert to_openai(again.session) == live[1]
+        assert dict(again.archive) == live[2]

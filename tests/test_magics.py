@@ -799,3 +799,27 @@ def test_changing_agent_options_leaves_one_run_cell_schema_in_the_envelope(
     assert d.measure().total - empty == with_agent - empty  # counted once
     run(ip, "%config Dashr.agent_tool_output_max_chars = 7000")  # drops the agent
     assert d.extra_tools == []
+
+
+def test_config_engine_recallable_compacts_into_stubs_and_a_state(ip: InteractiveShell) -> None:
+    from dashr_ext.testing import demo_messages
+
+    run(ip, "%load_ext dashr_ext")
+    run(ip, "%config Dashr.retain_tokens = 1500")
+    run(ip, "%config Dashr.recency_window_tokens = 6000")
+    run(ip, "%config Dashr.engine = 'recallable'")
+    d = controller(ip)
+    assert d.engine.name == "recallable"
+    for message in demo_messages():
+        d.record_openai(message)
+        d.request_messages()
+    roles = [cp.role for cp in d.checkpoints()]
+    assert "stub" in roles and "state" in roles
+    for cp in d.checkpoints():  # no stub indexes only the previous state (a wasted stub)
+        if cp.role == "stub":
+            data = d.session.event(cp.summary_seq).data
+            assert data["summarizer"]["kind"] == "extractive", data["summary"]
+    archive = ip.user_ns["dashr_compaction_archive"]
+    assert sorted(archive) == sorted(cp.id for cp in d.checkpoints())  # one entry each
+    outline = run(ip, "%history_outline")
+    assert "| stub, summary seq" in str(outline) and "| state, summary seq" in str(outline)

@@ -190,6 +190,7 @@ def checkpoint_specs(
             "kind": CHECKPOINT_SOURCE,
             "checkpoint": composition.checkpoint,
             "compactionId": composition.compaction_id,
+            **({"checkpointClass": data["checkpointClass"]} if "checkpointClass" in data else {}),
         },
         "content": [{"type": "text", "text": checkpoint_text(data)}],
     }

@@ -25,7 +25,7 @@ pressure check completes the pass from the log, without the guard. When the stub
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +124,7 @@ class RecallableEngine(CompactionEngine):
         self._ends_seen = len(events)
         if self._deferred is None:
             return None
-        return self._deferred + self.config.chunk_tokens // 4
+        return self._deferred + self.config.chunk_budget // 4
 
     # ------------------------------------------------------------------ range choice
 
@@ -223,7 +223,7 @@ class RecallableEngine(CompactionEngine):
             for k in range(lo, last + 1)
             if (e := s.event(surface[k])).type == "user/message" and e.message.source_kind == "user"
         }
-        chunking = chunk_region(allowed, tokens, lo, last + 1, cfg.chunk_tokens, turn_starts)
+        chunking = chunk_region(allowed, tokens, lo, last + 1, cfg.chunk_budget, turn_starts)
         by_node = self._by_node()
         index = [by_node[q] for q in surface[:lo] if q in by_node]
         keywords, recent = self._index_texts(index)
@@ -233,7 +233,10 @@ class RecallableEngine(CompactionEngine):
         classes: list[str] = []
         request_of: list[int | None] = []
         code_text: list[str | None] = []
-        for a, b in (*chunking.chunks, chunking.trailing):
+        for a, b in _merge_empty(
+            [*chunking.chunks, chunking.trailing],
+            lambda a, b: bool(_content(s.event(q) for q in surface[a : b + 1])),
+        ):
             seqs = tuple(surface[a : b + 1])
             regions.append(Region(a, b, seqs, sum(tokens[a : b + 1])))
         for region in regions[:-1]:
@@ -249,7 +252,7 @@ class RecallableEngine(CompactionEngine):
                 SummaryRequest(
                     span=content,
                     previous_summary=None,
-                    max_summary_tokens=cfg.stub_tokens,
+                    max_summary_tokens=cfg.stub_budget,
                     prefix_messages=(),
                     count_tokens=self.meter.count_text,
                     mode="stub",
@@ -266,7 +269,7 @@ class RecallableEngine(CompactionEngine):
             SummaryRequest(
                 span=stale,
                 previous_summary=base,
-                max_summary_tokens=cfg.state_max_tokens,
+                max_summary_tokens=cfg.state_budget,
                 prefix_messages=prefix_messages(s, 0, last),
                 count_tokens=self.meter.count_text,
                 tools=s.tools,
@@ -503,6 +506,23 @@ class _GuardFailure(CompactionError):
     def __init__(self, message: str, stale_tokens: int) -> None:
         super().__init__(message)
         self.stale_tokens = stale_tokens
+
+
+def _merge_empty(
+    regions: list[tuple[int, int]], has_content: Callable[[int, int], bool]
+) -> list[tuple[int, int]]:
+    """``regions`` with every chunk holding no history (only the previous state, or
+    pointers) joined to the region after it: a stub that indexes nothing is a wasted one."""
+    out: list[tuple[int, int]] = []
+    carry: int | None = None
+    for i, (a, b) in enumerate(regions):
+        start = a if carry is None else carry
+        if i < len(regions) - 1 and not has_content(start, b):
+            carry = start
+            continue
+        out.append((start, b))
+        carry = None
+    return out
 
 
 def _content(events: Any) -> list[Event]:

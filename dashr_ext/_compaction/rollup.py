@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._footers import checkpoint_footer
+from .._summarizers import stub_keywords
 
-__all__ = ["DirectoryEntry", "directory_text", "entries_from_data", "keyword_line"]
+__all__ = ["DirectoryEntry", "directory_text", "entries_from_data"]
 
 HEADER = (
     "Index of earlier checkpoints, rolled up. Each checkpoint below still names its "
@@ -53,15 +54,6 @@ class DirectoryEntry:
         )
 
 
-def keyword_line(summary: str) -> str:
-    """The anchors of a stub's ``Keywords:`` line (without the prefix), or ``""``."""
-    for line in summary.splitlines():
-        text = line.strip().lstrip("-* ")
-        if text.lower().startswith(KEYWORDS_PREFIX.lower()):
-            return text[len(KEYWORDS_PREFIX) :].strip()
-    return ""
-
-
 def entries_from_data(data: Mapping[str, Any]) -> list[DirectoryEntry]:
     """The directory entries a checkpoint contributes: itself (a stub), or its listing."""
     if data.get("checkpointClass") == "directory":
@@ -74,7 +66,7 @@ def entries_from_data(data: Mapping[str, Any]) -> list[DirectoryEntry]:
             int(data["shadowedRange"]["end"]),
             len(seqs),
             int(data["shadowedTokenCount"]),
-            keyword_line(str(data["summary"])),
+            stub_keywords(str(data["summary"])) or "",
         )
     ]
 

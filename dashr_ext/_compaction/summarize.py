@@ -14,8 +14,9 @@ from ..errors import SummarizerError
 
 __all__ = ["MAX_CONCURRENT_SUMMARIES", "summarize", "summarize_each"]
 
-MAX_CONCURRENT_SUMMARIES = 8
-"""Summarize calls of one pass in flight at once (one pass rarely has more regions)."""
+MAX_CONCURRENT_SUMMARIES = 16
+"""Summarize calls of one pass in flight at once: a pass rarely has more regions (a 128k
+window compacts ~80k tokens, ten 8k chunks), and a provider may rate-limit more."""
 
 
 def summarize(summarizer: Summarizer, requests: Sequence[SummaryRequest]) -> list[SummaryResult]:

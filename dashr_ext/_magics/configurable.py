@@ -117,17 +117,21 @@ class Dashr(Magics):
 
     chunk_tokens = Integer(
         COMPACTION_DEFAULTS.chunk_tokens,
+        allow_none=True,
         help="recallable engine: stale history per index stub, in tokens "
-        "(>= 2 × state_max_tokens).",
+        "(>= 2 × state_max_tokens; None: a quarter of a pass, at most 8192).",
     ).tag(config=True)
     stub_tokens = Integer(
         COMPACTION_DEFAULTS.stub_tokens,
+        allow_none=True,
         help="recallable engine: size of one index stub, in tokens (32-2048, at most "
-        "chunk_tokens / 8).",
+        "chunk_tokens / 8; None: 160).",
     ).tag(config=True)
     state_max_tokens = Integer(
         COMPACTION_DEFAULTS.state_max_tokens,
-        help="recallable engine: upper bound on the state checkpoint, in tokens (>= 128).",
+        allow_none=True,
+        help="recallable engine: upper bound on the state checkpoint, in tokens (>= 128; "
+        "None: a tenth of the trigger, 256-4096).",
     ).tag(config=True)
     stub_region_ratio = Float(
         COMPACTION_DEFAULTS.stub_region_ratio,

@@ -48,7 +48,9 @@ def checkpoint_row(c: Checkpoint, lo: int, hi: int) -> tuple[str, ...]:
     status = f"superseded by {c.superseded_by}" if c.superseded_by else "current"
     return (
         c.id,
-        f"summary seq {c.summary_seq}",
+        f"summary seq {c.summary_seq}"
+        if c.role == "summary"
+        else f"{c.role}, summary seq {c.summary_seq}",
         f"{len(c.shadowed_seqs)} events, seqs {lo}-{hi}",
         f"~{c.shadowed_tokens} tokens",
         minute_utc(c.time),

@@ -26,6 +26,7 @@ from .cursor import Cursor
 
 __all__ = [
     "END_OF_RANGE",
+    "PRIOR_STATE_LABEL",
     "compact_arguments",
     "event_body",
     "event_label",
@@ -38,6 +39,10 @@ END_OF_RANGE = "… [end of this range]"
 
 MIN_PIECE = 200
 """A page cuts an event only when at least this many of its characters fit."""
+
+
+PRIOR_STATE_LABEL = "[prior state checkpoint]"
+"""First line of a state checkpoint's body in ``history_read`` and search snippets."""
 
 
 def minute_utc(ms: int) -> str:
@@ -78,8 +83,14 @@ def event_label(event: Event) -> str:
 
 
 def event_body(event: Event) -> str:
-    """The transcript body of a message event: its content blocks in order, one per line."""
+    """The transcript body of a message event: its content blocks in order, one per line.
+
+    A recallable engine's state checkpoint reads ``[prior state checkpoint]`` first: read
+    back, it is the working memory of an earlier moment, not the current one.
+    """
     parts: list[str] = []
+    if event.message.source.get("checkpointClass") == "state":
+        parts.append(PRIOR_STATE_LABEL)
     for block in event.message.content:
         if isinstance(block, TextBlock):
             if block.text:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .base import Summarizer, SummaryRequest, SummaryResult, span_text
 from .extractive import ExtractiveSummarizer
 from .factory import SUMMARIZER_KINDS, make_summarizer
+from .keywords import stub_keywords
 
 if TYPE_CHECKING:
     from .llm import LLMSummarizer
@@ -24,6 +25,7 @@ __all__ = [
     "SummaryResult",
     "make_summarizer",
     "span_text",
+    "stub_keywords",
 ]
 
 

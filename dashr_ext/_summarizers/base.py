@@ -9,8 +9,9 @@ footer and the archive marker). Two implementations ship:
 ``"llm"`` (:class:`~dashr_ext._summarizers.llm.LLMSummarizer`)
     any OpenAI-compatible ``/chat/completions`` endpoint.
 
-Both fill the eight sections of ``prompts/summarize.md`` and fail with
-:class:`~dashr_ext.errors.SummarizerError`.
+Both write what :attr:`SummaryRequest.mode` asks for — the eight sections of
+``prompts/summarize.md``, an index stub (``prompts/stub.md``) or the state checkpoint
+(``prompts/state.md``) — and fail with :class:`~dashr_ext.errors.SummarizerError`.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class SummaryResult:
     """A summary and where it came from."""
 
     text: str
-    """The raw summary: the eight sections, without framing or footer."""
+    """The raw text (eight sections, a stub or a state), without framing or footer."""
     kind: str
     """The summarizer kind, e.g. ``"extractive"`` or ``"llm"``."""
     model: str | None

@@ -26,7 +26,8 @@ from ..errors import (
     SummarizerEndpointError,
     SummarizerError,
 )
-from .base import SummaryRequest, SummaryResult, span_text
+from .base import SUMMARY_MODES, SummaryRequest, SummaryResult, span_text
+from .keywords import trim_stub
 
 __all__ = [
     "EndpointError",
@@ -40,6 +41,8 @@ _THINK = re.compile(r"<think>.*?</think>", re.S)
 _FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.S)
 _WRAPPER = re.compile(r"^<compacted-summary>\s*(.*?)\s*</compacted-summary>$", re.S)
 _FALLBACK_MESSAGE_CHARS = 2000
+_INSTRUCTIONS = {"summary": "summarize", "state": "state"}
+"""The template of the instruction appended to the replayed prefix, by request mode."""
 
 
 class LLMSummarizer:
@@ -67,6 +70,20 @@ class LLMSummarizer:
     this request is too long for its context window, the summarizer retries once
     with a compact transcript of the span instead (each message clipped), which
     gives up the cache to get a summary at all.
+
+    **Modes** (``request.mode``, SPEC §6.3). ``"state"`` works like a summary with
+    ``prompts/state.md`` as the instruction (the state checkpoint; ``previous_summary`` may
+    be a previous state or an eight-section summary to adopt). ``"stub"`` sends no replay:
+    its body is layered so that sibling stub calls of one pass share a cached prefix —
+    ``[system: the stub.md preamble] [user: the pass-start state, as background]
+    [user: the index's keyword lines and the latest stubs] [user: the slice's compact
+    transcript + the stub.md instruction]``; everything before the slice is byte-identical
+    across the calls of a pass, and there are no tools. A stub reply is cut after its
+    ``Keywords:`` line (the line ends a stub; trailing chatter goes), and the line is
+    rewritten to start exactly ``Keywords:``; a reply without one is kept as it is (the
+    engine copes). Checkpoint nodes in a stub's span are left out. A state must be
+    smaller than the previous state and the span together (its input), a stub and a
+    summary smaller than the span.
 
     **Failures** raise :class:`~dashr_ext.errors.SummarizerError`: connect errors,
     timeouts, 408/409/429 and 5xx responses are retried ``max_retries`` times with
@@ -219,9 +236,17 @@ class LLMSummarizer:
 
     def _bodies(self, request: SummaryRequest) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The replayed-prefix body, and the compact-transcript body used on overflow."""
+        if request.mode == "stub":
+            return self._stub_body(request), None
+        template = _INSTRUCTIONS.get(request.mode)
+        if template is None:
+            raise SummarizerError(
+                f"llm summarizer: unknown mode {request.mode!r}; expected one of "
+                + ", ".join(repr(m) for m in SUMMARY_MODES)
+            )
         try:
             instruction = render(
-                "summarize",
+                template,
                 prompts_dir=self.prompts_dir,
                 max_summary_tokens=request.max_summary_tokens,
                 previous_summary=request.previous_summary,
@@ -238,6 +263,54 @@ class LLMSummarizer:
         messages = [dict(m) for m in request.prefix_messages]
         messages.append({"role": "user", "content": instruction})
         return self._body(messages, request.tools, request), fallback
+
+    def _stub_body(self, request: SummaryRequest) -> dict[str, Any]:
+        """The layered body of a stub call: what precedes the slice is shared by a pass.
+
+        ``[system: preamble] [user: background state] [user: index keywords, latest stubs]
+        [user: slice transcript + instruction]``, each part rendered from ``stub.md``; a part
+        with nothing to say is left out. No tools: a stub call is not a replay.
+        """
+        span = _stub_span(request)
+        if not span:
+            raise SummarizerError(
+                "llm summarizer: stub mode needs a span with at least one surface event "
+                "that is not a checkpoint node"
+            )
+        index = "\n".join(line.strip() for line in request.index_keywords if line.strip())
+        recent = "\n\n".join(stub.strip() for stub in request.recent_stubs if stub.strip())
+        parts: list[dict[str, Any]] = [
+            {"system": True},
+            {"background": (request.background or "").strip()},
+            {"index": index, "recent": recent},
+        ]
+        messages: list[dict[str, Any]] = []
+        try:
+            for role, flags in zip(("system", "user", "user"), parts, strict=True):
+                if content := self._stub_part(request, **flags):
+                    messages.append({"role": role, "content": content})
+            instruction = self._stub_part(request, instruction=True)
+        except DashrError as exc:
+            raise SummarizerError(f"llm summarizer: {exc}") from None
+        slice_text = _transcript(span) + ("\n\n" + instruction if instruction else "")
+        messages.append({"role": "user", "content": slice_text})
+        return self._body(messages, None, request)
+
+    def _stub_part(self, request: SummaryRequest, **flags: Any) -> str:
+        values: dict[str, Any] = {
+            "system": False,
+            "background": None,
+            "index": None,
+            "recent": None,
+            "instruction": False,
+        }
+        values.update({k: v or None for k, v in flags.items()})
+        return render(
+            "stub",
+            prompts_dir=self.prompts_dir,
+            max_summary_tokens=request.max_summary_tokens,
+            **values,
+        ).strip()
 
     def _body(
         self,
@@ -292,16 +365,24 @@ class LLMSummarizer:
                 f"{type(content).__name__}, expected a string"
             )
         text = self._redact(_clean(content or ""))
+        if request.mode == "stub":
+            text = trim_stub(text)
         if not text:
             reason = choices[0].get("finish_reason")
             raise SummarizerError(
                 f"llm summarizer: the model returned an empty summary (finish_reason={reason!r})"
             )
         out_tokens = request.count_tokens(text)
-        in_tokens = request.count_tokens(span_text(request.span))
+        span = _stub_span(request) if request.mode == "stub" else request.span
+        in_tokens = request.count_tokens(span_text(span))
+        what = "the span"
+        if request.mode == "state" and request.previous_summary:
+            # A state rewrites the previous state with the span: both are its input.
+            in_tokens += request.count_tokens(request.previous_summary)
+            what = "the previous state and the span"
         if out_tokens >= in_tokens:
             raise SummarizerError(
-                f"llm summarizer: the summary ({out_tokens} tokens) is not smaller than the span "
+                f"llm summarizer: the summary ({out_tokens} tokens) is not smaller than {what} "
                 f"it condenses ({in_tokens} tokens)"
             )
         model = data.get("model")
@@ -338,6 +419,11 @@ def _clean(text: str) -> str:
     if match := _WRAPPER.match(text):
         text = match.group(1).strip()
     return text
+
+
+def _stub_span(request: SummaryRequest) -> list[Event]:
+    """A stub's slice: the span's surface events without checkpoint nodes."""
+    return [e for e in request.span if e.is_surface and not is_checkpoint(e)]
 
 
 def _clip_middle(text: str, limit: int) -> str:

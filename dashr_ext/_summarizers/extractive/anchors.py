@@ -8,7 +8,7 @@ from .items import ANCHOR_KINDS, CRITICAL, KEYWORDS, Items
 from .reading import Span
 from .text import FILE_PATH, URLISH, first_line
 
-__all__ = ["add_anchors"]
+__all__ = ["add_anchors", "candidate_anchors"]
 
 _DIR_PATH = re.compile(r"(?<![\w/.:@-])(?:~|\.{1,2})?/(?:[\w.+@-]+/)+[\w.+@-]+/?(?![\w/-])")
 
@@ -56,7 +56,7 @@ def add_anchors(items: Items, span: Span, old: list[list[list[str]]], per_kind: 
                 for kind, anchors in _parse_keywords(bullet).items():
                     previous.setdefault(kind, []).extend(anchors)
     body = "\n".join(i.text for i in items.items)
-    fresh = _candidate_anchors(span)
+    fresh = candidate_anchors(span)
     for kind in ANCHOR_KINDS:
         new = [a for a in fresh.get(kind, []) if a.rstrip("…") not in body]
         old_kind = list(dict.fromkeys(previous.get(kind, [])))
@@ -67,7 +67,7 @@ def add_anchors(items: Items, span: Span, old: list[list[list[str]]], per_kind: 
             items.anchor(kind, anchor, 30.0 - rank * 2 + (1.0 if kind == "errors" else 0.0))
 
 
-def _candidate_anchors(span: Span) -> dict[str, list[str]]:
+def candidate_anchors(span: Span) -> dict[str, list[str]]:
     """Literal anchors by kind, most salient first.
 
     An anchor's weight adds up over the texts that mention it: 3 for an error

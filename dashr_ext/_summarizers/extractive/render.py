@@ -57,15 +57,23 @@ def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
     return out
 
 
-def fit(items: Items, sections: Sequence[str], count: Callable[[str], int], budget: int) -> str:
+def fit(
+    items: Items,
+    sections: Sequence[str],
+    count: Callable[[str], int],
+    budget: int,
+    renderer: Callable[[Sequence[str], Iterable[Item]], str] | None = None,
+) -> str:
     """The summary of ``items`` under ``sections``, within ``budget`` tokens by ``count``.
 
     Every bullet has a priority: while the rendered summary exceeds the budget, the
     lowest-priority bullet (the newest of equals) is dropped. Raises
     :class:`~dashr_ext.errors.SummarizerError` when not even the headings fit.
+    ``renderer`` writes the Markdown (default :func:`render`, the eight sections).
     """
+    render_fn = renderer or render
     alive = list(items.items)
-    skeleton = render(sections, [])
+    skeleton = render_fn(sections, [])
     floor = count(skeleton)
     if floor > budget:
         raise SummarizerError(
@@ -85,7 +93,7 @@ def fit(items: Items, sections: Sequence[str], count: Callable[[str], int], budg
         estimate -= victim.tokens
     while True:
         kept = [i for i in alive if id(i) not in dropped]
-        text = render(sections, kept)
+        text = render_fn(sections, kept)
         over = count(text) - budget
         if over <= 0 or cursor >= len(drop_order):
             break

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..._templates import summary_sections
+from ..._templates import state_sections, summary_sections
 from ...errors import ConfigError, DashrError, SummarizerError
-from ..base import SummaryRequest, SummaryResult
+from ..base import SUMMARY_MODES, SummaryRequest, SummaryResult
 from .anchors import add_anchors
 from .items import N_SECTIONS, REQUEST, Items
 from .reading import read_span
 from .render import fit, parse_summary
 from .sections import carry, carry_state, fill
+from .state import state_text
+from .stub import stub_text
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -67,8 +69,28 @@ class ExtractiveSummarizer:
     lowest-priority bullet is dropped. The output is a pure function of the request:
     the same input gives byte-identical output.
 
-    ``prompts_dir`` overrides where ``summarize.md`` (the section headings) is
-    read from; the other options bound individual bullets, in characters.
+    **Stub mode** (``request.mode == "stub"``, SPEC §6.3) writes an index stub of the
+    span: up to three lines (``Request (seq N): …`` the chunk's user request(s),
+    ``Done: …`` the commands run, files touched or tools called, ``Outcome: …`` the last
+    command's failure or tally and the last assistant text), then one
+    ``Keywords: errors: …; paths: …; values: …; config: …; ids: …; commands: …`` line of
+    the span's literal anchors (at most ``anchors_per_kind`` of each kind) that no line of
+    ``request.index_keywords`` already holds. Checkpoint nodes are skipped, the background
+    state is never used. Each line is first held to its share of the budget (together
+    about 60%, the rest is the keyword line's); over budget, anchors are dropped (least
+    salient first), then the lines are clipped further.
+
+    **State mode** (``request.mode == "state"``) writes the state checkpoint: the sections
+    of ``prompts/state.md`` (Goal, Constraints, Decisions, Current State, Key Values, Open
+    Questions, Next Steps; headings read from the template) filled by the same rules, with
+    the user's rule-setting sentences as constraints. ``request.previous_summary`` is
+    merged as above, whether it is a previous state or an eight-section summary being
+    adopted (its sections are mapped: Primary Request → Goal, Files/Errors/Current Work →
+    Current State, Pending Jobs → Open Questions, Critical Context → Decisions or
+    Constraints, its keyword line → Key Values).
+
+    ``prompts_dir`` overrides where ``summarize.md`` and ``state.md`` (the section
+    headings) are read from; the other options bound individual bullets, in characters.
     """
 
     kind = "extractive"
@@ -104,15 +126,35 @@ class ExtractiveSummarizer:
         return self.summarize(request)
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """Summarize ``request.span`` into the eight sections, within the token budget."""
+        """Summarize ``request.span`` as its mode asks, within the token budget."""
         if not isinstance(request.max_summary_tokens, int) or request.max_summary_tokens <= 0:
             raise SummarizerError(
                 f"max_summary_tokens must be a positive integer, got {request.max_summary_tokens!r}"
             )
+        if request.mode not in SUMMARY_MODES:
+            raise SummarizerError(
+                f"extractive summarizer: unknown mode {request.mode!r}; expected one of "
+                + ", ".join(repr(m) for m in SUMMARY_MODES)
+            )
+        if request.mode == "stub":
+            return self._result(stub_text(request, self.anchors_per_kind))
         try:
             sections = summary_sections(self.prompts_dir)
+            headings = state_sections(self.prompts_dir) if request.mode == "state" else ()
         except DashrError as exc:
             raise SummarizerError(f"extractive summarizer: {exc}") from None
+        if request.mode == "state":
+            return self._result(
+                state_text(
+                    request,
+                    sections,
+                    headings,
+                    anchors_per_kind=self.anchors_per_kind,
+                    first_request_chars=self.first_request_chars,
+                    request_chars=self.request_chars,
+                    current_work_chars=self.current_work_chars,
+                )
+            )
         if len(sections) != N_SECTIONS:
             raise SummarizerError(
                 f"extractive summarizer: summarize.md lists {len(sections)} sections "
@@ -136,4 +178,7 @@ class ExtractiveSummarizer:
         carry_state(items, old)
         add_anchors(items, span, old, self.anchors_per_kind)
         text = fit(items, sections, request.count_tokens, request.max_summary_tokens)
+        return self._result(text)
+
+    def _result(self, text: str) -> SummaryResult:
         return SummaryResult(text=text, kind=self.kind, model=None)
