@@ -12,10 +12,10 @@ for both engines (``recency_window_tokens=20000, retain_tokens=6000``, offline e
 summarizer), at two checkpoint budgets:
 
 * ``equal total``: the summary engine's ``max_summary_tokens`` is what the recallable
-  engine may spend on checkpoints: ``state_max_tokens + stub_region_ratio × trigger``
-  (its state cap plus the stub region before the rollup);
-* ``equal state``: ``max_summary_tokens = state_max_tokens`` (the mutable document gets
-  the same cap; the recallable engine has its stubs on top).
+  engine may spend on checkpoints: its state cap (``state_max_tokens``; unset, a tenth of
+  the trigger) plus ``stub_region_ratio × trigger`` (the stub region before the rollup);
+* ``equal state``: ``max_summary_tokens`` = the state cap (the mutable document gets the
+  same cap; the recallable engine has its stubs on top).
 
 Then, in the final request's text: how many *current* values are present (higher is
 better), how many *stale* (superseded) values are present (lower is better), and whether
@@ -326,14 +326,15 @@ def score(d: Dashr, label: str, budget: str, passes: int, facts: Sequence[Fact] 
 def budgets() -> dict[str, dict[str, CompactionConfig]]:
     """Budget name → engine → config (same window and retain everywhere)."""
     rec = base_config("recallable")
-    equal_total = rec.state_max_tokens + int(rec.stub_region_ratio * rec.trigger_tokens)
+    state = rec.state_budget
+    equal_total = state + int(rec.stub_region_ratio * rec.trigger_tokens)
     return {
         f"equal total (summary max_summary_tokens={equal_total})": {
             "summary": base_config("summary", max_summary_tokens=equal_total),
             "recallable": rec,
         },
-        f"equal state (summary max_summary_tokens={rec.state_max_tokens})": {
-            "summary": base_config("summary", max_summary_tokens=rec.state_max_tokens),
+        f"equal state (summary max_summary_tokens={state})": {
+            "summary": base_config("summary", max_summary_tokens=state),
             "recallable": rec,
         },
     }
@@ -445,6 +446,26 @@ def total_lines(scores: Sequence[Score]) -> list[str]:
     return lines
 
 
+def per_fact_lines(scores: Sequence[Score]) -> list[str]:
+    """Per budget and engine: in how many sessions each fact's current (stale) value survived."""
+    head = " | ".join(f.name for f in FACTS)
+    lines = [
+        f"| budget | engine | {head} |",
+        "| --- | --- " + "| --- " * len(FACTS) + "|",
+    ]
+    for (budget, engine), _t in totals(scores).items():
+        mine = [s for s in scores if s.budget == budget and s.engine == engine]
+        cells = []
+        for f in FACTS:
+            current = sum(s.current[f.name].anywhere for s in mine)
+            cell = f"{current}"
+            if f.stale is not None:
+                cell += f" (stale {sum(s.stale[f.name].anywhere for s in mine)})"
+            cells.append(cell)
+        lines.append(f"| {budget.split(' (')[0]} | {engine} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def verdict(scores: Sequence[Score]) -> list[str]:
     """Per budget: is the recallable engine no worse than the summary engine?"""
     t = totals(scores)
@@ -497,6 +518,11 @@ def record(scores: Sequence[Score], notes: Sequence[str], machine: list[str]) ->
         "",
         *total_lines(scores),
         "",
+        f"Per fact: in how many of the {len({s.label for s in scores})} sessions its current "
+        "value (and its superseded value) is in the final request:",
+        "",
+        *per_fact_lines(scores),
+        "",
         "Per session (current / stale counted anywhere in the final request):",
         "",
         "| session | engine | passes | checkpoint tokens | current present | stale present | "
@@ -517,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     scores, notes = run(args.min_tokens, long=not args.no_long)
     print()
-    for line in [*total_lines(scores), "", *verdict(scores), *notes]:
+    for line in [*total_lines(scores), "", *per_fact_lines(scores), "", *verdict(scores), *notes]:
         print(line)
     if args.record:
         record(scores, notes, machine_note_list(load_label=None))

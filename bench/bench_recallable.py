@@ -531,11 +531,18 @@ def detail_lines(long: Replay) -> list[str]:
 
 
 SWEEP: list[tuple[str, list[Any]]] = [
-    ("chunk_tokens", [4096, 8192, 12288]),
+    ("chunk_tokens", [4000, 6000, 8192]),
     ("stub_tokens", [80, 160, 320]),
-    ("state_max_tokens", [1024, 2048, 4096]),
+    ("state_max_tokens", [1000, 2000, 4000]),
     ("stub_region_ratio", [0.1, 0.25, 0.5]),
 ]
+BUDGETS = {
+    "chunk_tokens": "chunk_budget",
+    "stub_tokens": "stub_budget",
+    "state_max_tokens": "state_budget",
+    "stub_region_ratio": "stub_region_ratio",
+}
+"""Each swept setting and the config property giving its effective value (None: derived)."""
 
 
 def run_sweep(messages: list[Message], tools: list[Message] | None) -> list[str]:
@@ -560,7 +567,7 @@ def run_sweep(messages: list[Message], tools: list[Message] | None) -> list[str]
             r = replay(messages, config, label=f"{name}={value}", tools=tools)
             recs = r.from_pass()
             per_request = statistics.mean(x.checkpoints for x in r.records) if r.records else 0
-            default = getattr(CompactionConfig(), name) == value
+            default = getattr(base, BUDGETS[name]) == value
             lines.append(
                 f"| {name} | {value}{' (default)' if default else ''} | {len(r.records)} | "
                 f"{iqr_text([x.kept for x in recs])} | {tokens_text(recs)} | "
@@ -710,7 +717,7 @@ def run_walltime(
                     met = statistics.median(ratios) <= 1.3
                     targets.append(
                         f"L={latency:.2f} s, {stubs_text(rec_runs[0])} + state "
-                        f"({rec_runs[0].calls} concurrent calls): ratio "
+                        f"({rec_runs[0].calls} summarize calls): ratio "
                         f"{statistics.median(ratios):.2f} (target <= 1.3): "
                         f"{'met' if met else 'MISSED'}"
                     )
@@ -743,8 +750,8 @@ def record_prefix(run: PrefixRun, sweep: list[str], notes: list[str]) -> None:
     body = [
         "Machine: " + join_notes(notes) + ".",
         f"Settings: `recency_window_tokens={WINDOW}`, `retain_tokens={RETAIN}`, offline "
-        "extractive summarizer, engine defaults otherwise "
-        f"({settings_text(base_config('recallable'))}). Each corpus session and the whole "
+        "extractive summarizer, engine defaults otherwise (effective: "
+        f"{settings_text(base_config('recallable'))}). Each corpus session and the whole "
         "corpus concatenated (first system prompt, tool-call ids made unique) replayed one "
         "message at a time through `record_openai` / `request_messages`. For every request "
         "that compacted: the longest common token prefix (tiktoken `cl100k_base`, messages "
@@ -806,8 +813,9 @@ def record_walltime(
         f"`chunk_tokens` ({chunk}) plus `retain_tokens` 2000, then one manual pass "
         f"(`Dashr.compact()`), timed; `state_max_tokens` {chunk // 4}. Each engine gets a "
         f"freshly built, identical session; one `LLMSummarizer` (one connection pool) serves "
-        f"every pass after an untimed warm-up pass. {runs} runs, alternating the engines; "
-        "medians with min–max.",
+        f"every pass after an untimed warm-up pass. A pass has at most "
+        f"{max_in_flight()} summarize calls in flight (`MAX_CONCURRENT_SUMMARIES`). {runs} "
+        "runs, alternating the engines; medians with min–max.",
         "",
         *(f"* {t}" for t in targets),
         "",
@@ -819,11 +827,17 @@ def record_walltime(
     record_section(WALLTIME_SECTION, "\n".join(body))
 
 
+def max_in_flight() -> int | str:
+    try:
+        from dashr_ext._compaction.summarize import MAX_CONCURRENT_SUMMARIES
+    except ImportError:
+        return "?"
+    return MAX_CONCURRENT_SUMMARIES
+
+
 def settings_text(config: CompactionConfig) -> str:
-    return ", ".join(
-        f"`{name}={getattr(config, name)}`"
-        for name in ("chunk_tokens", "stub_tokens", "state_max_tokens", "stub_region_ratio")
-    )
+    """The effective recallable sizes (the ones left unset follow the window)."""
+    return ", ".join(f"`{name}={getattr(config, prop)}`" for name, prop in BUDGETS.items())
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -832,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sweep", action="store_true", help="recallable settings sweep")
     parser.add_argument("--walltime", action="store_true", help="pass wall time")
     parser.add_argument("--latency", type=float, nargs="+", default=[0.25, 1.0])
-    parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 6, 10])
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 6, 10, 16])
     parser.add_argument("--chunk", type=int, default=4096, help="chunk_tokens (wall time)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=0, help="only the first N sessions")
