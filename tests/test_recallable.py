@@ -76,7 +76,8 @@ def assert_layout(d: Dashr) -> None:
         k += 1
     assert k < len(classes) and classes[k] == "state", classes
     assert all(c == "-" for c in classes[k + 1 :]), classes
-    assert classes.count("directory") <= 1
+    index = classes[:k]  # directories (oldest rollups) first, then the stubs
+    assert index == sorted(index, key=lambda c: c != "directory"), classes
 
 
 def run_session(
@@ -232,14 +233,21 @@ def test_state_request_merges_the_previous_state_and_stubs_read_the_index(tmp_pa
 def test_rollup_bounds_the_stub_region_and_keeps_every_id_a_recall_target(
     tmp_path: Path,
 ) -> None:
-    config = CONFIG.with_changes(stub_region_ratio=0.2)
-    cap = int(0.2 * config.trigger_tokens)
+    config = CONFIG.with_changes(stub_region_ratio=0.4)
+    cap = int(0.4 * config.trigger_tokens)
     target = tmp_path / "s.jsonl"
     with Dashr.create(target, config, durability="flush") as d:
         sizes = []
+        appended = []
 
-        def on_pass(_pre: Any, _request: Any) -> None:
+        def on_pass(pre: Any, request: Any) -> None:
             assert_layout(d)
+            directories = [m for m in pre if "Index of earlier checkpoints" in str(m["content"])]
+            at = pre.index(directories[0]) if directories else 0
+            if directories and request[: at + len(directories)] == pre[: at + len(directories)]:
+                now = [m for m in request if "Index of earlier checkpoints" in str(m["content"])]
+                if len(now) > len(directories):
+                    appended.append(len(now))  # a rollup that kept the prefix before it
             nodes = dict(d.measure().nodes)
             classes = surface_classes(d)
             index = [
@@ -252,6 +260,7 @@ def test_rollup_bounds_the_stub_region_and_keeps_every_id_a_recall_target(
         run_session(d, 60, on_pass)
         directories = [cp for cp in d.checkpoints() if cp.role == "directory"]
         assert directories, "the session was long enough to roll up"
+        assert appended, "a later rollup appended a directory after the first"
         assert max(sizes) <= cap + 2 * 400  # at most one pass's new stubs above the cap
         assert sizes[-1] <= cap + 2 * 400
         rolled = [cp for cp in d.checkpoints() if cp.role == "stub" and cp.superseded_by]
@@ -538,3 +547,43 @@ def test_a_state_checkpoint_previews_its_current_state() -> None:
 
     state = "## Goal\n- Fix the tests.\n\n## Current State\n- Suite green: 44 passed.\n"
     assert summary_preview(state) == "Suite green: 44 passed."
+
+
+def test_a_rollup_appends_after_earlier_directories_and_merges_them_only_when_large() -> None:
+    from dashr_ext._compaction.rollup import DirectoryEntry, plan_rollup
+
+    def entries(k: int) -> list[DirectoryEntry]:
+        return [DirectoryEntry(f"c{100 + k}", 10 * k, 10 * k + 9, 5, 900, f"ids: name{k}")]
+
+    def count(text: str) -> int:
+        return len(text) // 4
+
+    stubs = ["stub"] * 8
+    assert plan_rollup(stubs, [100] * 8, entries, 1000, count) is None  # under the cap
+    first = plan_rollup(stubs, [200] * 8, entries, 1000, count)
+    assert first is not None and first.start == 0 and first.end >= 2
+    # with a directory at the head, the next rollup goes right after it
+    roles = ["directory", *stubs]
+    later = plan_rollup(roles, [150, *[200] * 8], entries, 1000, count)
+    assert later is not None and later.start == 1
+    assert [e.checkpoint for e in later.entries] == [f"c{100 + k}" for k in range(1, later.end)]
+    # directories over half the share are merged into one, with the oldest stubs
+    merged = plan_rollup(
+        ["directory", "directory", *stubs], [300, 300, *[200] * 8], entries, 1000, count
+    )
+    assert merged is not None and merged.start == 0
+
+
+def test_recallable_passes_are_one_round_of_calls_however_much_is_stale() -> None:
+    config = CONFIG.with_changes(auto=False)
+    summarizer = ScriptedSummarizer(text="Work.\nKeywords: values: 1")
+    from dashr_ext._compaction.summarize import MAX_CONCURRENT_SUMMARIES
+
+    with Dashr.create(in_memory=True, config=config, summarizer=summarizer) as d:
+        for i in range(120):  # ~70k tokens stale: 70 chunks of chunk_tokens=1024
+            for message in turn(i):
+                d.record_openai(message)
+        result = d.compact()
+    assert result is not None
+    assert len(result.checkpoints) <= MAX_CONCURRENT_SUMMARIES
+    assert len(summarizer.requests) <= MAX_CONCURRENT_SUMMARIES

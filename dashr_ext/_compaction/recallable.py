@@ -46,9 +46,9 @@ from .engine import (
     _warn_uncompacted,
 )
 from .plan import PassPlan, Region, prefix_messages
-from .rollup import DirectoryEntry, directory_text, entries_from_data
+from .rollup import entries_from_data, plan_rollup
 from .selection import allowed_cuts, head_cut_for_overflow, head_cut_for_retain
-from .summarize import summarize_each
+from .summarize import MAX_CONCURRENT_SUMMARIES, summarize_each
 
 if TYPE_CHECKING:
     from .._meter import Measurement
@@ -223,7 +223,13 @@ class RecallableEngine(CompactionEngine):
             for k in range(lo, last + 1)
             if (e := s.event(surface[k])).type == "user/message" and e.message.source_kind == "user"
         }
-        chunking = chunk_region(allowed, tokens, lo, last + 1, cfg.chunk_budget, turn_starts)
+        # At most MAX_CONCURRENT_SUMMARIES - 1 stubs: the whole pass is one round of calls.
+        stale = sum(tokens[lo : last + 1])
+        chunk = max(cfg.chunk_budget, -(-stale // (MAX_CONCURRENT_SUMMARIES - 1)))
+        chunking = chunk_region(allowed, tokens, lo, last + 1, chunk, turn_starts)
+        while len(chunking.chunks) > MAX_CONCURRENT_SUMMARIES - 1:  # turn-aligned ends
+            chunk = chunk * 3 // 2
+            chunking = chunk_region(allowed, tokens, lo, last + 1, chunk, turn_starts)
         by_node = self._by_node()
         index = [by_node[q] for q in surface[:lo] if q in by_node]
         keywords, recent = self._index_texts(index)
@@ -444,27 +450,18 @@ class RecallableEngine(CompactionEngine):
         lo = self._index_end(by_node)
         measured = dict(self.meter.measure(s).nodes)
         sizes = [measured[q] for q in s.surface[:lo]]
-        if lo < 2 or sum(sizes) <= cap:
+        index = [by_node[q] for q in s.surface[:lo]]
+        plan = plan_rollup(
+            [cp.role for cp in index],
+            sizes,
+            lambda k: entries_from_data(summary_payload(s.event(index[k].summary_seq))),
+            cap,
+            self.meter.count_text,
+            MESSAGE_OVERHEAD_TOKENS,
+        )
+        if plan is None:
             return
-        entries: list[DirectoryEntry] = []
-        target = cap // 2
-        chosen = None
-        for j in range(lo):
-            cp = by_node[s.surface[j]]
-            entries += entries_from_data(summary_payload(s.event(cp.summary_seq)))
-            if j == 0:
-                continue
-            text = directory_text(entries, self.meter.count_text, target)
-            size = self.meter.count_text(text) + MESSAGE_OVERHEAD_TOKENS
-            chosen = (j + 1, text, size, list(entries))
-            if size + sum(sizes[j + 1 :]) <= target:
-                break
-        if chosen is None:
-            return
-        j, text, size, listed = chosen
-        if size >= sum(sizes[:j]):
-            return
-        seqs = tuple(s.surface[:j])
+        seqs = tuple(s.surface[plan.start : plan.end])
         start = s.append_log(
             "compaction/start",
             {"compactionId": f"p{len(s)}", "trigger": "pressure", "engine": self.name},
@@ -472,9 +469,9 @@ class RecallableEngine(CompactionEngine):
         compaction_id = str(start.data["compactionId"])
         composition = compose_region(
             seqs,
-            sum(sizes[:j]),
+            sum(sizes[plan.start : plan.end]),
             [s.event(q) for q in seqs],
-            text,
+            plan.text,
             CODE_SUMMARIZER,
             trigger="pressure",
             engine=self.name,
@@ -485,7 +482,7 @@ class RecallableEngine(CompactionEngine):
             archive_reasoning=self.config.archive_reasoning,
             count_tokens=self.meter.count_text,
             checkpoint_class="directory",
-            extra={"directory": [e.to_json() for e in listed]},
+            extra={"directory": [e.to_json() for e in plan.entries]},
         )
         undo: ArchiveUndo = {}
         try:

@@ -8,6 +8,11 @@ function of the rolled-up checkpoints' ``compaction/summary`` data, recorded as
 ``data["directory"]`` so a later rollup carries the entries forward and a replay composes
 the same bytes. When the listing is still too long, the keyword lines merge into one
 deduplicated line, then the footers shorten to ``id #start–#end``.
+
+A rollup appends: the new directory takes the place of the stubs it lists, right after the
+earlier directories, so the request prefix up to them survives the rollup too. Only when
+the directories alone fill half the share are they merged, with the oldest stubs, into one
+(the one rollup that rewrites the head, and the rarest).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 from .._footers import checkpoint_footer
 from .._summarizers import stub_keywords
 
-__all__ = ["DirectoryEntry", "directory_text", "entries_from_data"]
+__all__ = ["DirectoryEntry", "Rollup", "directory_text", "entries_from_data", "plan_rollup"]
 
 HEADER = (
     "Index of earlier checkpoints, rolled up. Each checkpoint below still names its "
@@ -120,3 +125,54 @@ def directory_text(
     room = max(0, (budget - count_tokens(base)) * 3)
     merged = _merged_keywords(entries, room)
     return f"{base}\n{KEYWORDS_PREFIX} {merged}" if merged else base
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """A planned rollup: index positions ``[start, end)`` become one directory node."""
+
+    start: int
+    end: int
+    text: str
+    tokens: int
+    """The directory node's size, message overhead included."""
+    entries: tuple[DirectoryEntry, ...]
+
+
+def plan_rollup(
+    roles: Sequence[str],
+    sizes: Sequence[int],
+    entries_of: Callable[[int], list[DirectoryEntry]],
+    cap: int,
+    count_tokens: Callable[[str], int],
+    overhead: int = 0,
+) -> Rollup | None:
+    """The rollup of the index nodes (``roles``/``sizes`` from the surface head), or None.
+
+    None while the index fits ``cap``, or when no directory would be smaller than the
+    nodes it replaces. Afterwards the index is at most half the cap when that is possible.
+    """
+    lo = len(roles)
+    if sum(sizes) <= cap:
+        return None
+    dirs = 0
+    while dirs < lo and roles[dirs] == "directory":
+        dirs += 1
+    merge_all = sum(sizes[:dirs]) > cap // 2 or lo - dirs < 2
+    start = 0 if merge_all else dirs
+    budget = cap // 2 if merge_all else max(1, cap // 4)
+    target = cap // 2
+    entries: list[DirectoryEntry] = []
+    chosen: Rollup | None = None
+    for j in range(start, lo):
+        entries += entries_of(j)
+        if j - start < 1:
+            continue
+        text = directory_text(entries, count_tokens, budget)
+        tokens = count_tokens(text) + overhead
+        chosen = Rollup(start, j + 1, text, tokens, tuple(entries))
+        if sum(sizes[:start]) + tokens + sum(sizes[j + 1 :]) <= target:
+            break
+    if chosen is None or chosen.tokens >= sum(sizes[chosen.start : chosen.end]):
+        return None
+    return chosen
