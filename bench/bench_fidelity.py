@@ -12,7 +12,7 @@ for both engines (``recency_window_tokens=20000, retain_tokens=6000``, offline e
 summarizer), at two checkpoint budgets:
 
 * ``equal total``: the summary engine's ``max_summary_tokens`` is what the recallable
-  engine may spend on checkpoints: its state cap (``state_max_tokens``; unset, a tenth of
+  engine may spend on checkpoints: its state cap (``state_max_tokens``; unset, a sixteenth of
   the trigger) plus ``stub_region_ratio × trigger`` (the stub region before the rollup);
 * ``equal state``: ``max_summary_tokens`` = the state cap (the mutable document gets the
   same cap; the recallable engine has its stubs on top).

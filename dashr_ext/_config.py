@@ -66,7 +66,7 @@ class CompactionConfig:
     pass ``stub_region_ratio × trigger`` the oldest roll up into one directory node.
     Left at None, the three sizes follow the window (:attr:`chunk_budget`,
     :attr:`stub_budget`, :attr:`state_budget`), so a 20k recency window gets a state of
-    ~2k tokens and several stubs per pass, and a 128k window 4k and 8k-token chunks.
+    ~1.2k tokens and several stubs per pass, and a 128k window 4k and 8k-token chunks.
     """
 
     engine: str = "summary"
@@ -166,10 +166,10 @@ class CompactionConfig:
 
     @property
     def state_budget(self) -> int:
-        """``state_max_tokens``, or when None a tenth of the trigger within [256, 4096]."""
+        """``state_max_tokens``, or when None a sixteenth of the trigger within [256, 4096]."""
         if self.state_max_tokens is not None:
             return self.state_max_tokens
-        return min(4096, max(256, self.trigger_tokens // 10))
+        return min(4096, max(256, self.trigger_tokens // 16))
 
     @property
     def chunk_budget(self) -> int:

@@ -489,11 +489,11 @@ def test_a_summary_engine_session_switched_to_recallable_adopts_its_checkpoint(
 
 def test_unset_recallable_sizes_follow_the_window() -> None:
     window = CompactionConfig(engine="recallable", recency_window_tokens=20000, retain_tokens=6000)
-    assert (window.state_budget, window.chunk_budget, window.stub_budget) == (2000, 4000, 160)
+    assert (window.state_budget, window.chunk_budget, window.stub_budget) == (1250, 3500, 160)
     large = CompactionConfig(engine="recallable")  # 128k: threshold 102,400
     assert (large.state_budget, large.chunk_budget, large.stub_budget) == (4096, 8192, 160)
     small = CompactionConfig(engine="recallable", recency_window_tokens=6000, retain_tokens=1500)
-    assert (small.state_budget, small.chunk_budget, small.stub_budget) == (600, 1200, 150)
+    assert (small.state_budget, small.chunk_budget, small.stub_budget) == (375, 1125, 140)
     assert CONFIG.chunk_budget == 1024 and CONFIG.stub_budget == 96  # set values win
     with pytest.raises(ConfigError, match="chunk_tokens: expected at least 2 × state_max_tokens"):
         CompactionConfig(engine="recallable", chunk_tokens=3000)  # auto state 4096 → floor 8192
