@@ -100,10 +100,17 @@ class RecallableEngine(CompactionEngine):
         return k
 
     def _interrupted(self) -> bool:
-        """True when the surface's last checkpoint is a stub: a pass died mid-commit."""
+        """True when stubs are followed by no checkpoint: a pass died mid-commit.
+
+        Every pass commits its state right after its stubs, so only the node after the
+        index needs a look (not the whole surface).
+        """
         by_node = self._by_node()
-        on_surface = [by_node[q] for q in self.session.surface if q in by_node]
-        return bool(on_surface) and on_surface[-1].role == "stub"
+        lo = self._index_end(by_node)
+        surface = self.session.surface
+        if lo == 0 or by_node[surface[lo - 1]].role != "stub":
+            return False
+        return lo == len(surface) or surface[lo] not in by_node
 
     def _merge_base(self) -> str | None:
         """The raw text of the latest committed state-class checkpoint (adopted summary too)."""
