@@ -231,8 +231,8 @@ class RecallableEngine(CompactionEngine):
             if (e := s.event(surface[k])).type == "user/message" and e.message.source_kind == "user"
         }
         # At most MAX_CONCURRENT_SUMMARIES - 1 stubs: the whole pass is one round of calls.
-        stale = sum(tokens[lo : last + 1])
-        chunk = max(cfg.chunk_budget, -(-stale // (MAX_CONCURRENT_SUMMARIES - 1)))
+        stale_tokens = sum(tokens[lo : last + 1])
+        chunk = max(cfg.chunk_budget, -(-stale_tokens // (MAX_CONCURRENT_SUMMARIES - 1)))
         chunking = chunk_region(allowed, tokens, lo, last + 1, chunk, turn_starts)
         while len(chunking.chunks) > MAX_CONCURRENT_SUMMARIES - 1:  # turn-aligned ends
             chunk = chunk * 3 // 2
