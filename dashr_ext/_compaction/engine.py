@@ -46,6 +46,7 @@ from ..errors import (
 from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
 from .compose import compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
+from .selection import head_cut_for_overflow
 from .summarize import summarize
 
 if TYPE_CHECKING:
@@ -180,6 +181,25 @@ class CompactionEngine:
         """The range of the forced reduction after a context-length error."""
         raise NotImplementedError
 
+    def _overflow_cut(self) -> int:
+        """The largest balanced head cut that leaves the newest real unit (SPEC §4.4)."""
+        s = self.session
+        units = s.units()
+        surface = s.surface
+        is_context = [
+            all(s.event(q).type == "context/message" for q in surface[u.start : u.end])
+            for u in units
+        ]
+        return head_cut_for_overflow(units, s.balanced_cuts(), is_context)
+
+    def _check_measured(self, measurement: Measurement) -> None:
+        """Raise unless ``measurement`` describes the current surface."""
+        if [seq for seq, _tokens in measurement.nodes] != list(self.session.surface):
+            raise CompactionError(
+                "the session changed after it was measured; measure it again and plan "
+                "with the new measurement"
+            )
+
     def plan(
         self,
         trigger: str,
@@ -195,11 +215,7 @@ class CompactionEngine:
         ``session.lock`` when other threads record); otherwise :class:`CompactionError`.
         """
         with self.session.lock:
-            if [seq for seq, _tokens in measurement.nodes] != list(self.session.surface):
-                raise CompactionError(
-                    "the session changed after it was measured; measure it again and plan "
-                    "with the new measurement"
-                )
+            self._check_measured(measurement)
             if span is None:
                 span = (
                     self.select_overflow()

@@ -47,7 +47,7 @@ from .engine import (
 )
 from .plan import PassPlan, Region, prefix_messages
 from .rollup import entries_from_data, plan_rollup
-from .selection import allowed_cuts, head_cut_for_overflow, head_cut_for_retain
+from .selection import allowed_cuts, head_cut_for_retain
 from .summarize import MAX_CONCURRENT_SUMMARIES, summarize_each
 
 if TYPE_CHECKING:
@@ -157,14 +157,7 @@ class RecallableEngine(CompactionEngine):
         return span
 
     def select_overflow(self) -> tuple[int, int] | None:
-        s = self.session
-        units = s.units()
-        surface = s.surface
-        is_context = [
-            all(s.event(q).type == "context/message" for q in surface[u.start : u.end])
-            for u in units
-        ]
-        return self._stale_region(head_cut_for_overflow(units, s.balanced_cuts(), is_context))
+        return self._stale_region(self._overflow_cut())
 
     # ------------------------------------------------------------------ planning
 
@@ -179,11 +172,7 @@ class RecallableEngine(CompactionEngine):
         resume: bool = False,
     ) -> PassPlan | None:
         with self.session.lock:
-            if [seq for seq, _tokens in measurement.nodes] != list(self.session.surface):
-                raise CompactionError(
-                    "the session changed after it was measured; measure it again and plan "
-                    "with the new measurement"
-                )
+            self._check_measured(measurement)
             if span is not None:
                 span = self._check_explicit(span)
             elif trigger == "context-overflow":

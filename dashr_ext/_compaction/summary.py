@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._checkpoints import checkpoint_of
 from .engine import CompactionEngine
-from .selection import head_cut_for_overflow, head_cut_for_retain
+from .selection import head_cut_for_retain
 
 if TYPE_CHECKING:
     from .._meter import Measurement
@@ -34,13 +34,7 @@ class SummaryEngine(CompactionEngine):
 
     def select_overflow(self) -> tuple[int, int] | None:
         s = self.session
-        units = s.units()
-        surface = s.surface
-        is_context = [
-            all(s.event(q).type == "context/message" for q in surface[u.start : u.end])
-            for u in units
-        ]
-        cut = head_cut_for_overflow(units, s.balanced_cuts(), is_context)
+        cut = self._overflow_cut()
         if cut == 0 or (cut == 1 and checkpoint_of(s.event(s.surface[0]))):
             return None  # nothing left to reduce but the newest unit (and its checkpoint)
         return 0, cut - 1
