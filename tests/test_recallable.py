@@ -188,6 +188,10 @@ def test_long_session_keeps_stubs_frozen_and_the_layout_after_every_pass(tmp_pat
         live = (list(d.session.surface), to_openai(d.session), dict(d.archive))
         states = [cp for cp in checkpoints if cp.role == "state"]
         assert len(passes) >= 4 and len(states) == len(passes)
+        for cp in states:  # the state records the wider range it was written from
+            data = d.session.event(cp.summary_seq).data
+            assert data["inputRange"]["start"] < data["shadowedRange"]["start"]
+            assert data["inputRange"]["end"] == data["shadowedRange"]["end"]
         assert sum(1 for cp in checkpoints if cp.role == "stub") >= 2 * len(passes)
         # every planted marker is still found, also those only a superseded state shadowed
         owners = {}

@@ -427,10 +427,21 @@ class RecallableEngine(CompactionEngine):
                     archive_reasoning=self.config.archive_reasoning,
                     count_tokens=self.meter.count_text,
                     checkpoint_class=plan.classes[i],
-                    extra={"resumes": True} if plan.resume else None,
+                    extra=self._extra(plan, i),
                 )
             )
         return compositions
+
+    @staticmethod
+    def _extra(plan: RecallablePlan, i: int) -> dict[str, Any] | None:
+        """Keys beyond the protocol's: the state's wider input range, a resumed pass."""
+        extra: dict[str, Any] = {"resumes": True} if plan.resume else {}
+        if plan.classes[i] == "state" and plan.requests[-1].span:
+            read = [e.seq for e in plan.requests[-1].span]
+            # What the state was written from (the whole stale region), beyond what it
+            # replaces (the trailing slice, its shadowedRange).
+            extra["inputRange"] = {"start": min(read), "end": max(read)}
+        return extra or None
 
     # ------------------------------------------------------------------ rollup
 
