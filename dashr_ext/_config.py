@@ -17,6 +17,9 @@ __all__ = [
     "ENGINES",
     "MIN_SUMMARY_TOKENS",
     "STUB_CHUNK_MAX_RATIO",
+    "SUMMARY_CEILING",
+    "SUMMARY_FLOOR",
+    "SUMMARY_SHARE",
     "CompactionConfig",
     "RecallConfig",
 ]
@@ -24,6 +27,8 @@ __all__ = [
 ENGINES = ("summary", "recallable")
 MIN_SUMMARY_TOKENS = 128
 """The smallest ``max_summary_tokens``: a summary's eight section headings alone take ~70."""
+SUMMARY_SHARE, SUMMARY_FLOOR, SUMMARY_CEILING = 0.15, 256, 8192
+"""``max_summary_tokens`` left at None: 15% of the trigger, at least 256, at most 8192."""
 STUB_CHUNK_MAX_RATIO = 0.125
 """``stub_tokens / chunk_tokens`` may not exceed this: an index stub condenses at least 8×."""
 CHUNK_STATE_MIN_MULTIPLE = 2
@@ -75,7 +80,7 @@ class CompactionConfig:
     retain_ratio: float = 0.16
     retain_tokens: int | None = None
     recency_window_tokens: int | None = None
-    max_summary_tokens: int = 8192
+    max_summary_tokens: int | None = None
     compaction_retries: int = 1
     auto: bool = True
     archive_max_bytes: int | None = None
@@ -95,7 +100,8 @@ class CompactionConfig:
             _int("retain_tokens", self.retain_tokens, 1)
         if self.recency_window_tokens is not None:
             _int("recency_window_tokens", self.recency_window_tokens, 1)
-        _int("max_summary_tokens", self.max_summary_tokens, MIN_SUMMARY_TOKENS)
+        if self.max_summary_tokens is not None:
+            _int("max_summary_tokens", self.max_summary_tokens, MIN_SUMMARY_TOKENS)
         _int("compaction_retries", self.compaction_retries, 0, 10)
         if not isinstance(self.auto, bool):
             raise ConfigError("auto", "True or False", self.auto)
@@ -132,6 +138,39 @@ class CompactionConfig:
                     f"fewer tokens than recency_window_tokens ({self.recency_window_tokens})",
                     self.retain_tokens,
                 )
+        self._check_fit()
+
+    def _check_fit(self) -> None:
+        """What a pass leaves (retained tail + checkpoints) must fit under the trigger."""
+        retain, trigger = self.retain_budget, self.trigger_tokens
+        if self.engine == "recallable":
+            added = self.state_budget + int(self.stub_region_ratio * trigger)
+            what = (
+                f"the state checkpoint ({self.state_budget}) + the stub region "
+                f"(stub_region_ratio × trigger = {int(self.stub_region_ratio * trigger)})"
+            )
+        else:
+            added, what = self.summary_budget, f"max_summary_tokens ({self.summary_budget})"
+        if retain + added >= trigger:
+            name = "retain_tokens" if self.retain_tokens is not None else "retain_ratio"
+            raise ConfigError(
+                name,
+                f"a retained tail that leaves room under the trigger ({trigger} tokens) for "
+                f"{what}: retain ({retain}) + {added} = {retain + added} does not fit; lower "
+                "the retain budget or the checkpoint budget",
+                self.retain_tokens if self.retain_tokens is not None else self.retain_ratio,
+            )
+
+    @property
+    def summary_budget(self) -> int:
+        """``max_summary_tokens``, or when None 15% of the trigger within [256, 8192].
+
+        It bounds everything a pass adds to the request: the checkpoint's framing, summary,
+        footers and archive marker, and the pointer message.
+        """
+        if self.max_summary_tokens is not None:
+            return self.max_summary_tokens
+        return min(SUMMARY_CEILING, max(SUMMARY_FLOOR, int(SUMMARY_SHARE * self.trigger_tokens)))
 
     def _check_recallable(self) -> None:
         if self.stub_tokens is not None:

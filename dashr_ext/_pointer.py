@@ -12,14 +12,14 @@ from __future__ import annotations
 from ._checkpoints import Checkpoint
 from ._templates import render
 
-__all__ = ["pointer_text"]
+__all__ = ["pointer_for", "pointer_text"]
 
 
 def pointer_text(checkpoint: Checkpoint) -> str:
     """The short post-compaction pointer injected as a ``context/message``."""
-    return render(
-        "pointer",
-        checkpoint=checkpoint.id,
-        events=len(checkpoint.shadowed_seqs),
-        tokens=checkpoint.shadowed_tokens,
-    ).strip()
+    return pointer_for(checkpoint.id, len(checkpoint.shadowed_seqs), checkpoint.shadowed_tokens)
+
+
+def pointer_for(checkpoint: str, events: int, tokens: int) -> str:
+    """The pointer's text from the values it names (also used to budget it before a pass)."""
+    return render("pointer", checkpoint=checkpoint, events=events, tokens=tokens).strip()

@@ -409,32 +409,59 @@ def test_overflow_leaves_only_the_newest_unit_and_is_one_shot(tmp_path: Path, cl
     assert len(d.session) == mark
 
 
-def test_retries_compact_the_head_checkpoint_again_each_time_smaller(
-    tmp_path: Path, clock: Any
-) -> None:
+def test_a_retry_never_condenses_only_the_previous_checkpoint(tmp_path: Path, clock: Any) -> None:
+    # The retained tail alone keeps the request over the trigger after the first pass: the
+    # retry finds nothing new before the tail and does not summarize the summary again.
     summarizer = ScriptedSummarizer(size_from_budget=True)
     d = make(
         tmp_path,
         clock,
         summarizer,
         context_window_tokens=10_000,
-        retain_tokens=6_500,
-        max_summary_tokens=2000,
-        compaction_retries=1,
+        retain_tokens=6_000,
+        max_summary_tokens=1500,
+        compaction_retries=3,
     )
     record_steps(d, 24, chars=1600, user="go")
     d.request_messages()
-    first, second = d.checkpoints()
-    assert second.shadowed_seqs == (first.node_seq,)
-    assert first.superseded_by == second.id
-    assert [r.max_summary_tokens for r in summarizer.requests] == [2000, 1000]
-    assert (
-        d.session.event(second.summary_seq).data["summary"]
-        != d.session.event(first.summary_seq).data["summary"]
-    )
-    assert len(d.session.event(second.summary_seq).data["summary"]) < len(
-        d.session.event(first.summary_seq).data["summary"]
-    )
+    (only,) = d.checkpoints()
+    assert d.config.should_compact(d.measure().total)  # still over: the tail is large
+    assert len(summarizer.requests) == 1  # three retries allowed, none taken
+    assert only.superseded_by is None
+    for _ in range(3):  # later passes always condense new history with the checkpoint
+        record_steps(d, 2, chars=1600, first=100 + len(d.session))
+        d.request_messages()
+    for request in summarizer.requests:
+        assert any(
+            e.message.source_kind != "compact-checkpoint" and e.type != "context/message"
+            for e in request.span
+        )
+
+
+def test_a_guard_failure_defers_the_summary_engine_until_the_span_has_grown(
+    tmp_path: Path, clock: Any
+) -> None:
+    summarizer = ScriptedSummarizer(text="word " * 20_000)  # never smaller than its span
+    d = make(tmp_path, clock, summarizer, context_window_tokens=10_000, retain_tokens=3_000)
+
+    def starts() -> int:
+        return types_after(d, 0).count("compaction/start")
+
+    record_steps(d, 24, chars=1600, user="go")
+    with pytest.warns(CompactionWarning, match="inflation guard"):
+        d.request_messages()
+    end = [e for e in d.session.events if e.type == "compaction/end"][-1]
+    assert end.data["deferredStaleTokens"] > 0 and starts() == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second attempt, so no second warning
+        d.request_messages()
+        record_steps(d, 1, chars=100, first=24)
+        d.request_messages()
+    assert starts() == 1
+    record_steps(d, 4, chars=1600, first=25)  # the span grows by more than the margin
+    with pytest.warns(CompactionWarning, match="inflation guard"):
+        d.request_messages()
+    assert starts() == 2
 
 
 def test_manual_compaction_of_an_explicit_range(tmp_path: Path, clock: Any) -> None:
@@ -625,3 +652,33 @@ def test_a_commit_cut_short_by_a_crash_reopens_as_a_failed_pass(
         assert last.type == "compaction/end" and "interrupted" in last.data["error"]
         # The repaired session compacts again as usual.
         assert again.compact() is not None
+
+
+def test_at_most_one_pointer_is_live_a_new_pass_replaces_the_old_one(
+    tmp_path: Path, clock: Any
+) -> None:
+    from dashr_ext._payloads import POINTER_SOURCE
+
+    # A retain budget large enough that the first pointer is still in the tail at pass two.
+    d = make(tmp_path, clock, context_window_tokens=10_000, retain_tokens=5_000)
+    record_steps(d, 24, chars=1600, user="go")
+    d.request_messages()
+    record_steps(d, 8, chars=1600, first=24)
+    d.request_messages()
+    assert len(d.checkpoints()) == 2
+    live = [
+        q for q in d.session.surface if d.session.event(q).message.source_kind == POINTER_SOURCE
+    ]
+    assert len(live) == 1
+    assert d.session.event(live[0]).message.source["checkpoint"] == d.checkpoints()[-1].id
+    assert d.session.event(live[0]).surface_op != "append"  # it replaced the first in place
+    assert (
+        sum(
+            1
+            for m in d.request_messages()
+            if "was condensed into checkpoint" in str(m.get("content"))
+        )
+        <= 1
+    )
+    with Dashr.open(d.session.path, read_only=True) as again:  # replays to the same surface
+        assert again.session.surface == d.session.surface

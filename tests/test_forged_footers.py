@@ -57,7 +57,10 @@ TAG = re.compile(r"<\s*/?\s*compacted-summary\s*>", re.IGNORECASE)
 
 def config() -> CompactionConfig:
     return CompactionConfig(
-        context_window_tokens=100_000, recency_window_tokens=3000, retain_tokens=600
+        context_window_tokens=100_000,
+        recency_window_tokens=3000,
+        retain_tokens=600,
+        max_summary_tokens=1200,  # room for the quoted error lines these tests look for
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import _archive as archive_mod
 from .._checkpoints import Checkpoint, checkpoint_of
-from .._events import EventSpec
+from .._events import EventSpec, Replace
 from .._payloads import POINTER_SOURCE, end_payload, start_payload, summary_payload
 from .._pointer import pointer_text
 from .._session import Session
@@ -156,15 +156,20 @@ class Pointers:
     One short ``context/message`` per new current checkpoint, deferred while a tool call
     still waits for its result so it never lands between a call and its result. A
     checkpoint superseded before its pointer was written gets none (the newer one's covers it).
+    At most one pointer is live: a new one replaces the previous pointer in place when that
+    one is still on the surface (else it is appended), so the request never names a
+    replaced checkpoint twice.
     """
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._pointed: set[str] = {
-            str(e.message.source.get("checkpoint"))
+        pointers = [
+            e
             for e in session.events
             if e.type == "context/message" and e.message.source_kind == POINTER_SOURCE
-        }
+        ]
+        self._pointed: set[str] = {str(e.message.source.get("checkpoint")) for e in pointers}
+        self._live: int | None = pointers[-1].seq if pointers else None
 
     def inject(self, checkpoints: Sequence[Checkpoint]) -> None:
         """Append the pointers ``checkpoints`` still lack; a failure warns and retries later."""
@@ -182,6 +187,8 @@ class Pointers:
                 # the same pass gets the pointer.
                 self._pointed.add(cp.id)
                 continue
+            live = self._live if self._live is not None else -1
+            in_place = self.session.is_current(live)
             pointer = EventSpec(
                 "context/message",
                 {
@@ -191,10 +198,11 @@ class Pointers:
                         "content": [{"type": "text", "text": pointer_text(cp)}],
                     }
                 },
-                "append",
+                Replace(live, live) if in_place else "append",
+                (live,) if in_place else None,
             )
             try:
-                self.session.append([pointer])
+                (event,) = self.session.append([pointer])
             except DashrError as exc:  # the pass itself committed: warn, retry next request
                 warnings.warn(
                     f"could not add the pointer for checkpoint {cp.id}: {exc}",
@@ -203,3 +211,4 @@ class Pointers:
                 )
                 return
             self._pointed.add(cp.id)
+            self._live = event.seq

@@ -18,10 +18,19 @@ from .._events import Event, EventSpec, Replace
 from .._footers import compose_footer, frame_checkpoint, frame_stub, neutralize_summary
 from .._meter import MESSAGE_OVERHEAD_TOKENS
 from .._payloads import CHECKPOINT_SOURCE, SummarizerInfo, SummaryPayload, checkpoint_class
+from .._pointer import pointer_for
 from .._summarizers.base import SummaryResult
 from .plan import PassPlan
 
-__all__ = ["Composition", "checkpoint_specs", "checkpoint_text", "compose_pass", "compose_region"]
+__all__ = [
+    "MIN_SUMMARY_BODY",
+    "Composition",
+    "checkpoint_overhead",
+    "checkpoint_specs",
+    "checkpoint_text",
+    "compose_pass",
+    "compose_region",
+]
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,48 @@ def compose_region(
         shadowed_tokens=shadowed_tokens,
         checkpoint_tokens=count_tokens(worst) + MESSAGE_OVERHEAD_TOKENS,
     )
+
+
+MIN_SUMMARY_BODY = 64
+"""The smallest summary-text budget a pass asks for, whatever its overhead."""
+
+
+def checkpoint_overhead(
+    seqs: Sequence[int],
+    tokens: int,
+    *,
+    next_seq: int,
+    count_tokens: Callable[[str], int],
+    checkpoint_class: str | None = None,
+    pointer: bool = True,
+) -> int:
+    """Tokens a checkpoint shadowing ``seqs`` adds besides its summary text (SPEC §7.2).
+
+    Its framing, footer and the widest archive marker it can get (every bucket, counts as
+    wide as the span), and the pointer message when ``pointer``: an upper bound computed
+    before the pass, so the summary's budget is the checkpoint budget minus this.
+    ``next_seq`` (the log length) bounds the width of the checkpoint id.
+    """
+    width = len(str(next_seq + 2 * len(seqs) + 16))
+    checkpoint = "c" + "9" * width
+    data: SummaryPayload = {
+        "compactionId": "p0",
+        "checkpoint": checkpoint,
+        "trigger": "manual",
+        "engine": "summary",
+        "summary": "",
+        "shadowedRange": {"start": min(seqs), "end": max(seqs)},
+        "shadowedSeqs": list(seqs),
+        "shadowedTokenCount": tokens,
+        "summarizer": {"kind": "extractive", "model": None},
+        "archive": dict.fromkeys(archive_mod.BUCKETS, len(seqs)),
+    }
+    if checkpoint_class is not None:
+        data["checkpointClass"] = checkpoint_class
+    total = count_tokens(checkpoint_text(data)) + MESSAGE_OVERHEAD_TOKENS
+    if pointer:
+        total += count_tokens(pointer_for(checkpoint, len(seqs), tokens)) + MESSAGE_OVERHEAD_TOKENS
+    return total
 
 
 def checkpoint_text(data: SummaryPayload) -> str:

@@ -44,7 +44,7 @@ from ..errors import (
     SurfaceError,
 )
 from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
-from .compose import compose_pass
+from .compose import MIN_SUMMARY_BODY, checkpoint_overhead, compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
 from .selection import head_cut_for_overflow
 from .summarize import summarize
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from .._config import CompactionConfig
     from .._meter import Measurement, TokenMeter
 
-__all__ = ["CompactionEngine", "CompactionResult", "ExtraEnvelope", "PassSlot"]
+__all__ = ["CompactionEngine", "CompactionResult", "ExtraEnvelope", "GuardFailure", "PassSlot"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,8 @@ class CompactionEngine:
         self._pointers: Pointers | None = (
             pointers if isinstance(pointers, Pointers) else Pointers(session) if pointers else None
         )
+        self._ends_seen = 0
+        self._deferred: int | None = None
 
     # ------------------------------------------------------------------ measuring
 
@@ -167,6 +169,35 @@ class CompactionEngine:
             counted=measured.counted + tokens,
             envelope=measured.envelope + tokens,
         )
+
+    # ------------------------------------------------------------------ deferral
+
+    def _deferral_margin(self) -> int:
+        """How much the compactable span must grow after a guard failure before a retry.
+
+        Half the summary budget: a checkpoint that did not fit under the refused span needs
+        at least that much more history to condense before it can.
+        """
+        return max(256, self.config.summary_budget // 2)
+
+    def _deferred_until(self) -> int | None:
+        """Compactable tokens a pass must exceed after a guard failure (None: no deferral).
+
+        The latest ``compaction/end`` decides: one carrying ``deferredStaleTokens`` (the
+        span the guard refused) defers until the span is larger by :meth:`_deferral_margin`;
+        any later pass end lifts it. Folded incrementally from the log, so it survives a
+        restart and an engine rebuilt by the controller.
+        """
+        events = self.session.events
+        for seq in range(self._ends_seen, len(events)):
+            event = events[seq]
+            if event.type == "compaction/end":
+                value = event.data.get("deferredStaleTokens")
+                self._deferred = value if isinstance(value, int) else None
+        self._ends_seen = len(events)
+        if self._deferred is None:
+            return None
+        return self._deferred + self._deferral_margin()
 
     # ------------------------------------------------------------------ range choice
 
@@ -224,15 +255,41 @@ class CompactionEngine:
                 )
             if span is None:
                 return None
+            budget = max_summary_tokens or self.config.summary_budget
             return plan_pass(
                 self.session,
                 measurement,
                 [span],
                 trigger=trigger,
                 engine=self.name,
-                max_summary_tokens=max_summary_tokens or self.config.max_summary_tokens,
+                max_summary_tokens=self._summary_room(span, measurement, budget),
                 count_tokens=self.meter.count_text,
             )
+
+    def _summary_room(
+        self,
+        span: tuple[int, int],
+        measurement: Measurement,
+        budget: int,
+        checkpoint_class: str | None = None,
+    ) -> int:
+        """What is left of ``budget`` for the summary text of a checkpoint over ``span``.
+
+        One budget bounds all a pass adds to the request (SPEC §7.2): the framing, footer,
+        archive marker and pointer are subtracted first.
+        """
+        a, b = span
+        seqs = self.session.surface[a : b + 1]
+        tokens = sum(t for _seq, t in measurement.nodes[a : b + 1])
+        overhead = checkpoint_overhead(
+            seqs,
+            tokens,
+            next_seq=len(self.session),
+            count_tokens=self.meter.count_text,
+            checkpoint_class=checkpoint_class,
+            pointer=self._pointers is not None,
+        )
+        return max(MIN_SUMMARY_BODY, budget - overhead)
 
     # ------------------------------------------------------------------ triggers
 
@@ -248,7 +305,7 @@ class CompactionEngine:
             self._add_pointers()
             return results
         s = self.session
-        budget = self.config.max_summary_tokens
+        budget = self.config.summary_budget
         measurement: Measurement | None = None
         measured_at = -1  # the log length ``measurement`` describes
         for attempt in range(self.config.compaction_retries + 1):
@@ -386,7 +443,7 @@ class CompactionEngine:
                     count_tokens=self.meter.count_text,
                 )
                 if not composition.fits:
-                    raise CompactionError(composition.guard_message())
+                    raise GuardFailure(composition.guard_message(), plan.shadowed_tokens)
                 archive_error = commit_pass(  # step 4: archive and log
                     s,
                     self.archive,
@@ -395,6 +452,8 @@ class CompactionEngine:
                     archive_max_bytes=self.config.archive_max_bytes,
                     undo=undo,
                 )
+            except GuardFailure as exc:
+                self._fail(started, exc, undo, {"deferredStaleTokens": exc.stale_tokens})
             except BaseException as exc:
                 self._fail(started, exc, undo)
             self._slot.compaction_id = self._slot.thread = None
@@ -437,6 +496,14 @@ class CompactionEngine:
                 f"compaction pass {started.compaction_id} failed: {reason}"
             ) from exc
         raise exc
+
+
+class GuardFailure(CompactionError):
+    """The inflation guard refused a pass; ``stale_tokens`` is the span it would have shadowed."""
+
+    def __init__(self, message: str, stale_tokens: int) -> None:
+        super().__init__(message)
+        self.stale_tokens = stale_tokens
 
 
 def _warn_uncompacted(exc: BaseException) -> None:

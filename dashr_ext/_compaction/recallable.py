@@ -42,12 +42,13 @@ from .engine import (
     CompactionEngine,
     CompactionResult,
     ExtraEnvelope,
+    GuardFailure,
     _Started,
     _warn_uncompacted,
 )
 from .plan import PassPlan, Region, prefix_messages
 from .rollup import entries_from_data, plan_rollup
-from .selection import allowed_cuts, head_cut_for_retain
+from .selection import allowed_cuts, has_new_content, head_cut_for_retain
 from .summarize import MAX_CONCURRENT_SUMMARIES, summarize_each
 
 if TYPE_CHECKING:
@@ -79,11 +80,6 @@ class RecallablePlan(PassPlan):
 
 class RecallableEngine(CompactionEngine):
     name = "recallable"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._ends_seen = 0
-        self._deferred: int | None = None
 
     # ------------------------------------------------------------------ the surface's shape
 
@@ -120,18 +116,8 @@ class RecallableEngine(CompactionEngine):
                 return str(summary_payload(self.session.event(cp.summary_seq))["summary"])
         return None
 
-    def _deferred_until(self) -> int | None:
-        """Stale tokens a pass must exceed after a guard failure (None: not deferred)."""
-        events = self.session.events
-        for seq in range(self._ends_seen, len(events)):
-            event = events[seq]
-            if event.type == "compaction/end":
-                value = event.data.get("deferredStaleTokens")
-                self._deferred = value if isinstance(value, int) else None
-        self._ends_seen = len(events)
-        if self._deferred is None:
-            return None
-        return self._deferred + self.config.chunk_budget // 4
+    def _deferral_margin(self) -> int:
+        return self.config.chunk_budget // 4
 
     # ------------------------------------------------------------------ range choice
 
@@ -140,8 +126,8 @@ class RecallableEngine(CompactionEngine):
         lo = self._index_end(self._by_node())
         if hi <= lo:
             return None
-        if all(checkpoint_of(s.event(q)) is not None for q in s.surface[lo:hi]):
-            return None  # only the previous state: nothing new to condense
+        if not has_new_content(s.event(q) for q in s.surface[lo:hi]):
+            return None  # only the previous state (and its pointer): nothing new
         return lo, hi - 1
 
     def select(self, measurement: Measurement, *, retry: bool = False) -> tuple[int, int] | None:
@@ -271,7 +257,9 @@ class RecallableEngine(CompactionEngine):
             SummaryRequest(
                 span=stale,
                 previous_summary=base,
-                max_summary_tokens=cfg.state_budget,
+                max_summary_tokens=self._summary_room(
+                    (regions[-1].first, regions[-1].last), measurement, cfg.state_budget, "state"
+                ),
                 prefix_messages=prefix_messages(s, 0, last),
                 count_tokens=self.meter.count_text,
                 tools=s.tools,
@@ -356,7 +344,7 @@ class RecallableEngine(CompactionEngine):
                 compositions = self._compose(plan, texts, started.compaction_id, len(s))
                 new = sum(c.checkpoint_tokens for c in compositions)
                 if not plan.resume and new >= plan.shadowed_tokens:
-                    raise _GuardFailure(
+                    raise GuardFailure(
                         f"inflation guard: the pass's checkpoints (~{new} tokens) are not "
                         f"smaller than what they would shadow (~{plan.shadowed_tokens} tokens); "
                         "nothing was committed, and the next attempt waits for more history",
@@ -376,7 +364,7 @@ class RecallableEngine(CompactionEngine):
                     undo.clear()  # committed: the archive entry stays with the log
                     archived = None if error is not None else composition.data["archive"]
                 s.append_log("compaction/end", {"compactionId": started.compaction_id})
-            except _GuardFailure as exc:
+            except GuardFailure as exc:
                 self._fail(started, exc, undo, {"deferredStaleTokens": exc.stale_tokens})
             except BaseException as exc:
                 self._fail(started, exc, undo)
@@ -504,12 +492,6 @@ class RecallableEngine(CompactionEngine):
         except Exception as exc:  # the main pass committed; the rollup waits for the next
             restore_archive(self.archive, undo)
             s.append_log("compaction/end", {"compactionId": compaction_id, "error": str(exc)})
-
-
-class _GuardFailure(CompactionError):
-    def __init__(self, message: str, stale_tokens: int) -> None:
-        super().__init__(message)
-        self.stale_tokens = stale_tokens
 
 
 def _merge_empty(

@@ -8,11 +8,14 @@ result; a cut is only ever placed on a unit boundary, and never after the start 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from .._checkpoints import checkpoint_of
+from .._events import Event
+from .._payloads import POINTER_SOURCE
 from .._turns import Unit
 
-__all__ = ["allowed_cuts", "head_cut_for_overflow", "head_cut_for_retain"]
+__all__ = ["allowed_cuts", "has_new_content", "head_cut_for_overflow", "head_cut_for_retain"]
 
 
 def allowed_cuts(units: Sequence[Unit], cuts: Sequence[bool]) -> list[int]:
@@ -65,3 +68,16 @@ def head_cut_for_overflow(
     newest = units[real[-1]].start
     allowed = [k for k in allowed_cuts(units, cuts) if k <= newest]
     return allowed[-1] if allowed else 0
+
+
+def has_new_content(events: Iterable[Event]) -> bool:
+    """True when ``events`` hold history beyond checkpoints and their pointers.
+
+    A pass over only a previous checkpoint (and the pointer naming it) would condense a
+    summary of a summary: no engine compacts such a range.
+    """
+    return any(
+        checkpoint_of(e) is None
+        and not (e.type == "context/message" and e.message.source_kind == POINTER_SOURCE)
+        for e in events
+    )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._checkpoints import checkpoint_of
 from .engine import CompactionEngine
-from .selection import head_cut_for_retain
+from .selection import has_new_content, head_cut_for_retain
 
 if TYPE_CHECKING:
     from .._meter import Measurement
@@ -26,10 +26,11 @@ class SummaryEngine(CompactionEngine):
         s = self.session
         tokens = [t for _seq, t in measurement.nodes]
         cut = head_cut_for_retain(s.units(), s.balanced_cuts(), tokens, self.config.retain_budget)
-        if cut == 0:
-            return None
-        if not retry and cut == 1 and checkpoint_of(s.event(s.surface[0])):
-            return None  # only the previous checkpoint: nothing new to condense
+        if not has_new_content(s.event(q) for q in s.surface[:cut]):
+            return None  # only the previous checkpoint (and its pointer): nothing new
+        deferred = self._deferred_until()
+        if deferred is not None and sum(tokens[:cut]) <= deferred:
+            return None  # the guard refused this much; wait until the span has grown
         return 0, cut - 1
 
     def select_overflow(self) -> tuple[int, int] | None:

@@ -93,7 +93,9 @@ class Dashr(Magics):
     ).tag(config=True)
     max_summary_tokens = Integer(
         COMPACTION_DEFAULTS.max_summary_tokens,
-        help="Upper bound on a summary's size, in tokens (>= 128).",
+        allow_none=True,
+        help="Upper bound on everything a pass adds to the request (checkpoint framing, summary, "
+        "footers, marker, pointer), in tokens (>= 128; None: 15% of the trigger, 256-8192).",
     ).tag(config=True)
     compaction_retries = Integer(
         COMPACTION_DEFAULTS.compaction_retries,
