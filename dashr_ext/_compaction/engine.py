@@ -289,6 +289,12 @@ class CompactionEngine:
             checkpoint_class=checkpoint_class,
             pointer=self._pointers is not None,
         )
+        # What the pass keeps (envelope and retained tail) stays: the checkpoint gets at most
+        # the room left under the trigger, so the request after the pass fits — unless even
+        # the smallest checkpoint cannot, and then the summary keeps its whole budget.
+        room = self.config.trigger_tokens - (measurement.total - tokens) - 1
+        if room >= overhead + MIN_SUMMARY_BODY:
+            budget = min(budget, room)
         return max(MIN_SUMMARY_BODY, budget - overhead)
 
     # ------------------------------------------------------------------ triggers
