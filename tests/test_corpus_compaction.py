@@ -121,3 +121,48 @@ def test_corpus_session_under_the_recallable_engine_keeps_its_layout(
         assert list(again.session.surface) == live[0]
         assert to_openai(again.session) == live[1]
         assert dict(again.archive) == live[2]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("window,retain", [(20_000, 4_000), (8_000, 2_000)])
+@pytest.mark.parametrize("path", corpus_params())
+def test_after_every_pass_the_request_fits_the_window_with_one_pointer(
+    path: Path, window: int, retain: int
+) -> None:
+    """The whole checkpoint fits its budget (SPEC §7.2): after every pass the request is
+    under the window unless what the pass must keep cannot fit (the newest real unit with
+    the envelope and the smallest checkpoint, or an oversize unit left in the tail); at
+    most one pointer is live; no checkpoint carries an empty section."""
+    from dashr_ext._payloads import POINTER_SOURCE
+
+    data = load_corpus(path)
+    config = CompactionConfig(recency_window_tokens=window, retain_tokens=retain)
+    passes = 0
+    with Dashr.create(in_memory=True, config=config, tools=data["tools"]) as d:
+        s = d.session
+        for message in data["messages"]:
+            d.record_openai(message)
+            before = len(d.checkpoints())
+            d.request_messages()
+            if len(d.checkpoints()) == before:
+                continue
+            passes += 1
+            measured = d.measure()
+            nodes = dict(measured.nodes)
+            pointers = [q for q in s.surface if s.event(q).message.source_kind == POINTER_SOURCE]
+            assert len(pointers) <= 1
+            current = [cp for cp in d.checkpoints() if cp.superseded_by is None]
+            for cp in current:
+                assert "(none)" not in s.event(cp.node_seq).message.text, cp.id
+            if measured.total <= window:
+                continue
+            units = [
+                sum(nodes[q] for q in s.surface[u.start : u.end])
+                for u in s.units()
+                if not all(s.event(q).type == "context/message" for q in s.surface[u.start : u.end])
+            ]
+            kept = units[-1] + measured.envelope + 256  # newest real unit + smallest checkpoint
+            oversize = max(units[1:], default=0) > retain  # a big unit the tail had to keep
+            assert kept > window or oversize, (passes, measured.total, units[-3:])
+    if passes == 0:
+        pytest.skip(f"{path.stem} never compacts under a {window // 1000}k recency window")
