@@ -26,6 +26,7 @@ __all__ = [
     "add_anchors",
     "bounded",
     "candidate_anchors",
+    "clear_literal_cache",
     "parse_keywords",
     "typed_literals",
 ]
@@ -194,6 +195,11 @@ _NOT_BRANCHES = frozenset({"is", "of", "the", "to", "and", "that", "name", "name
 def typed_literals(text: str) -> tuple[Literal, ...]:
     """The typed literals of ``text``, without overlaps, in the order they stand."""
     return _literals(text)
+
+
+def clear_literal_cache() -> None:
+    """Forget the memoized literals (see :func:`~.salience.clear_caches`)."""
+    _literals.cache_clear()
 
 
 @functools.lru_cache(maxsize=8192)  # sentences and messages are read again and again

@@ -74,6 +74,10 @@ _UPDATE_CUE = re.compile(
 _FROM = re.compile(r"\bfrom[ \t]+$", re.I)
 _SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3}
 _VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 46.0}
+_LITERAL_VALUE = re.compile(
+    r"[-+]?\d[\d_.,]*[A-Za-z%]{0,3}|\"[^\"]*\"|'[^']*'|true|false|yes|no|on|off|none|null",
+    re.I,
+)
 _PLAIN_VALUE = re.compile(r"[\w.:/@+%~-]+|\"[^\"]*\"|'[^']*'")
 _TO = re.compile(r"^[ \t]+to[ \t]+$", re.I)
 
@@ -261,7 +265,7 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
             if lit.type == "config" and "=" in lit.value and not lit.value.startswith("--"):
                 key, _, value = lit.value.partition("=")
                 key, value = key.strip(), value.strip().strip("'\"")
-                if _PLAIN_VALUE.fullmatch(value) and not SECRET_KEY.search(key):
+                if _config_fact(key, value, prose):
                     out.append((key, value, (), cue))
         if not prose:
             continue
@@ -304,6 +308,27 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
                 continue
             out.append((label, value, (), cue))
     return _fold_negations(out)
+
+
+def _config_fact(key: str, value: str, prose: bool) -> bool:
+    """Whether a ``key=value`` literal states a value worth a label (never a secret's)."""
+    if not _PLAIN_VALUE.fullmatch(value) or SECRET_KEY.search(key):
+        return False
+    return not _passes_a_name(key, value) if prose else _is_value(key, value)
+
+
+def _is_value(key: str, value: str) -> bool:
+    """Whether code's ``key=value`` sets a value (``retries=5``), not passes a name along
+    (``condition=condition``, ``self.x = x``)."""
+    if _passes_a_name(key, value):
+        return False
+    if _LITERAL_VALUE.fullmatch(value):
+        return True
+    return any(lit.type != "identifier" for lit in typed_literals(value))
+
+
+def _passes_a_name(key: str, value: str) -> bool:
+    return key.startswith("self.") or value.startswith("self.") or value == key.split(".")[-1]
 
 
 def _fold_negations(
@@ -394,8 +419,8 @@ def _rewrite_prose(text: str, stale: dict[str, Fact]) -> str:
         for sentence in pieces:
             if not pattern.search(sentence) or fact.value in sentence:
                 continue
-            if not re.search(rf"\b{re.escape(fact.key[-1])}", sentence, re.I):
-                continue
+            if not re.search(rf"(?<![a-z0-9]){re.escape(fact.key[-1])}", sentence, re.I):
+                continue  # the sentence is about something else
             out = out.replace(sentence, pattern.sub(f"{fact.value} (was {old})", sentence))
         text = out
     return text

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..base import SummaryRequest
 from .anchors import add_anchors
 from .facts import Facts
 from .items import REQUEST, Items
@@ -30,9 +29,7 @@ class Limits:
     anchors_per_kind: int
 
 
-def gather(
-    request: SummaryRequest, span: Span, old: list[list[list[str]]], limits: Limits
-) -> Items:
+def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
     """Every item the summary may show, with its priority, before the budget is applied.
 
     ``old`` holds the previous summaries' bullets by role, oldest first.
@@ -40,13 +37,12 @@ def gather(
     facts = Facts()
     items = Items()
     carry(items, old, span, facts)
-    limit = max(160, request.max_summary_tokens)  # ~4 chars a token: a bullet ≤ ~1/4 budget
-    fill(
+    fill(  # long bullets have shorter variants: the budget picks (see .render.fit)
         items,
         span,
         has_previous_request=any(o[REQUEST] for o in old),
-        first_request_chars=min(limits.first_request_chars, limit),
-        request_chars=min(limits.request_chars, limit),
+        first_request_chars=limits.first_request_chars,
+        request_chars=limits.request_chars,
         current_work_chars=limits.current_work_chars,
     )
     carry_state(items, old, span)

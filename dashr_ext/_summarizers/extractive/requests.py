@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 RULE_LABEL = "User rule"
+_MAX_RULES = 10
+_LOW_SALIENCE = 2.0
+"""A request whose best sentence scores less asks for nothing (no goal, rule or value)."""
 USER_DECISION_LABEL = "User decision"
 _WORD = re.compile(r"[A-Za-z][A-Za-z_-]{3,}")
 _COMMON = words(
@@ -64,8 +67,8 @@ def add_requests(
             full = f"Original request (seq {seq}), verbatim:\n" + _quote(clip(body, first_limit))
             variants = tuple(
                 f"Original request (seq {seq}), excerpt:\n" + _quote(short)
-                for limit, keep in ((min(first_limit, 600), 0), (240, 0), (120, 1))
-                if (short := excerpt(body, limit, keep)) is not None
+                for limit, keep in ((600, 0), (240, 0), (120, 1))
+                if limit < len(body) and (short := excerpt(body, limit, keep)) is not None
             )
             variants += (f"Original request (seq {seq}), excerpt:\n" + _quote(clip(body, 100)),)
             items.add(REQUEST, full, 100.0, variants=variants)
@@ -82,10 +85,10 @@ def add_requests(
         head = f"{word} ({label} {seqs}{times}): "
         best = max((s.score for _, s in scored_sentences(text)), default=0.0)
         recency = (i + 1) / n
-        if is_trivial(text):
-            priority = 14.0 + 4 * recency
+        if best < _LOW_SALIENCE:  # chatter: anything says more
+            priority = 14.0 + best + 4 * recency
         else:
-            priority = 70.0 + min(best, 16.0) + 4 * recency - (5.0 if len(group) > 1 else 0.0)
+            priority = 50.0 + 2.5 * min(best, 12.0) + 4 * recency - 5.0 * (len(group) > 1)
         variants = tuple(
             head + short
             for limit, keep in ((200, 0), (100, 1))
@@ -93,10 +96,9 @@ def add_requests(
         )
         variants += (head + one_line(text, 100),)
         flat = " ".join(text.split())
-        body = flat if len(flat) <= later_limit else excerpt(flat, later_limit)
-        items.add(
-            REQUEST, head + (body or one_line(text, later_limit)), priority, variants=variants
-        )
+        short = excerpt(flat, later_limit) if len(flat) > later_limit else None
+        body = flat if len(flat) <= later_limit else short or one_line(text, later_limit)
+        items.add(REQUEST, head + body, priority, variants=variants)
 
 
 def add_rules(items: Items, span: Span) -> None:
@@ -118,7 +120,9 @@ def add_rules(items: Items, span: Span) -> None:
             bullet = f"{label} (seq {seq}): {one_line(sentence, 300)}"
             priority = base + min(salience.rule, 15.0) * 0.2 + (i + 1) / n
             found[norm(sentence)] = (priority, bullet)  # said again: the newer seq
-    for priority, bullet in found.values():
+    # The most salient rules (a harness's long instructions set many), shown in their order.
+    kept = sorted(found.items(), key=lambda kv: -kv[1][0])[:_MAX_RULES]
+    for _, (priority, bullet) in sorted(kept, key=lambda kv: list(found).index(kv[0])):
         variants = (clip(bullet, 160),) if len(bullet) > 180 else ()
         items.add(CRITICAL, bullet, priority, variants=variants)
 
@@ -139,8 +143,9 @@ def add_pending_asks(items: Items, span: Span) -> None:
     waiting = [(seq, text) for seq, text in unanswered(span) if not is_trivial(text)]
     for i, (seq, text) in enumerate(waiting):
         head = f"Request of seq {seq}, not answered yet: "
-        variants = (head + _asks(text, 160), head + _asks(text, 80))
-        items.add(PENDING, head + _asks(text, 400), 84.0 + i * 0.1, variants=variants)
+        # Primary Request quotes it too: here what it asks, short.
+        variants = (head + _asks(text, 60), head.removesuffix(": "))
+        items.add(PENDING, head + _asks(text, 140), 84.0 + i * 0.1, variants=variants)
 
 
 def relevant_rules(items: Items, step: str) -> None:

@@ -317,10 +317,8 @@ def _next(items: Items, span: Span) -> None:
     waiting = [(seq, text) for seq, text in unanswered(span) if not is_trivial(text)]
     last_said = span.assistant[-1][0] if span.assistant else -1
     if waiting and waiting[-1][0] > last_said:  # the user spoke last: answering is next
-        seq, text = waiting[-1]
-        step = f"Answer the request of seq {seq}: "
-        ask = excerpt(" ".join(text.split()), 240) or one_line(text, 240)
-        items.add(NEXT, step + ask, 82.0, variants=(step + one_line(ask, 100),))
+        seq, text = waiting[-1]  # (what it asks is under Pending Jobs, said once)
+        items.add(NEXT, f"Answer the request of seq {seq} (see Pending Jobs)", 82.0)
         relevant_rules(items, text)
         return
     for seq, text, _ in reversed(span.assistant[-3:]):

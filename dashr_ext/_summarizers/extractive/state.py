@@ -77,7 +77,7 @@ def state_text(
     previous = [request.previous_summary] if request.previous_summary else []
     previous += span.previous
     old = [_roles_of(text, summary_headings, state_headings) for text in previous]
-    items = gather(request, span, old, limits)
+    items = gather(span, old, limits)
     layout = Layout(state_headings, state_section, render_state)
     return fit(items, layout, request.count_tokens, request.max_summary_tokens)
 

@@ -174,7 +174,7 @@ class ExtractiveSummarizer:
         previous = [request.previous_summary] if request.previous_summary else []
         previous += span.previous
         old = [parse_summary(text, sections) for text in previous]
-        items = gather(request, span, old, self.limits())
+        items = gather(span, old, self.limits())
         text = fit(
             items, summary_layout(sections), request.count_tokens, request.max_summary_tokens
         )
