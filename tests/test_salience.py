@@ -195,6 +195,18 @@ def test_an_update_across_passes_replaces_the_value_of_the_previous_summary() ->
     assert only_as_was(third, "$390")
 
 
+def test_a_replaced_number_is_rewritten_in_prose_but_not_in_seq_marks_or_code() -> None:
+    from dashr_ext._summarizers.extractive.facts import Facts, rewrite
+
+    facts = Facts()
+    facts.state("max attempts", "5", 1.0, 1)
+    facts.state("max attempts", "7", 2.0, 1, cue=True)
+    text = "User rule (seq 5): max attempts is 5 here; ran ×5; `retry --max 5`"
+    assert rewrite(text, facts.stale()) == (
+        "User rule (seq 5): max attempts is 7 (was 5) here; ran ×5; `retry --max 5`"
+    )
+
+
 def test_a_changed_config_key_keeps_only_its_current_value() -> None:
     span = [
         user(1, "Tune the retries. Use RETRY_CAP=40 for now."),
@@ -310,6 +322,23 @@ def test_a_planted_value_reaches_the_states_key_values_and_updates() -> None:
     assert "spend cap: `$450` (was `$390`)" in sections_of(second)["Key Values"]
     assert only_as_was(second, "$390")
     assert "- User rule (seq 5): The cap is now $450." in sections_of(second)["Constraints"]
+
+
+def test_a_final_answer_in_a_span_without_a_request_closes_the_previous_one() -> None:
+    first = run(
+        [
+            user(1, "Add a --dry-run flag to deploy.sh."),
+            assistant(
+                2, "I'll edit deploy.sh next.", [("c1", "bash", {"command": "cat deploy.sh"})]
+            ),
+            tool(3, "c1", "#!/bin/sh"),
+        ]
+    )
+    assert "## Pending Jobs" in first and "## Next Step" in first
+    done = [assistant(4, "Added the --dry-run flag; deploy.sh prints the plan and exits.")]
+    second = run(done, previous=first)
+    assert "## Pending Jobs" not in second and "## Next Step" not in second
+    assert "I'll edit deploy.sh next." not in second
 
 
 def test_empty_sections_are_left_out_and_a_summary_without_them_merges() -> None:

@@ -401,9 +401,13 @@ def _rewrite_item(item: Item, stale: dict[str, Fact]) -> None:
 
 
 def rewrite(text: str, stale: dict[str, Fact]) -> str:
-    """``text`` with each stale value quoted as current replaced by ``new (was old)``."""
-    parts = re.split(r"(``\s.+?\s``|`[^`\n]+`)", text)
-    for i in range(0, len(parts), 2):  # the even parts are outside inline code
+    """``text`` with each stale value quoted as current replaced by ``new (was old)``.
+
+    Inline code (a command, an error line) and a bullet's ``(seq N)`` / ``×N`` marks are
+    quoted as they were.
+    """
+    parts = re.split(r"(``\s.+?\s``|`[^`\n]+`|\(seqs? [^)]*\)|×\d+)", text)
+    for i in range(0, len(parts), 2):  # the even parts are the prose
         parts[i] = _rewrite_prose(parts[i], stale)
     return "".join(parts)
 

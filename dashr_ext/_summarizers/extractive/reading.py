@@ -123,7 +123,8 @@ class Span:
     last_final_seq: int = -1
     """The seq of the last final answer (an assistant message without tool calls)."""
     answered: bool = False
-    """The last user request got a final answer (an assistant message without tool calls)."""
+    """The last user request (of the span, else of the previous summary) got a final answer:
+    an assistant message without tool calls came after it."""
     salient: list[tuple[int, str]] = field(default_factory=list)
     """Texts anchors may come from, by source: 1 user text, 2 assistant text and tool-call
     arguments, 3 error lines, 4 values tool output printed."""
@@ -183,10 +184,9 @@ def _read_assistant(span: Span, event: Event, pending: dict[str, Command]) -> No
     if text:
         span.salient.append((2, prose(text)))
     final = not calls or all(c.name.lower() in _FINISH_TOOLS for c in calls)
-    if final:
+    if final:  # it answers the last request, in this span or a previous summary's
         span.last_final_seq = event.seq
-        if span.last_user_seq >= 0:
-            span.answered = True
+        span.answered = True
     for call in calls:
         _read_call(span, event.seq, call, pending)
 

@@ -164,7 +164,7 @@ def carry_state(items: Items, old: list[list[list[str]]], span: Span) -> None:
     one is not carried either.
     """
     for section in (CURRENT, NEXT):
-        if items.has(section) or (section == NEXT and span.requests and span.answered):
+        if items.has(section) or (section == NEXT and span.answered):
             continue
         for parsed in old[-1:]:
             for bullet in parsed[section]:
@@ -312,7 +312,7 @@ def _current(items: Items, span: Span, current_work_chars: int) -> None:
 
 def _next(items: Items, span: Span) -> None:
     """The next step; none when the last request was answered (the section is left out)."""
-    if span.requests and span.answered:
+    if span.answered:
         return
     waiting = [(seq, text) for seq, text in unanswered(span) if not is_trivial(text)]
     last_said = span.assistant[-1][0] if span.assistant else -1
