@@ -1,7 +1,9 @@
 """Summary bullets: the section roles and the collection that merges bullets (SPEC §5.2).
 
-:class:`Items` gathers the bullets of all eight sections with their priorities; a bullet
-that says nothing new collapses into, or merges with, the one already there.
+:class:`Items` gathers the bullets of all eight sections with their priorities (and the
+shorter variants a bullet may fall back to when the budget is short), the labelled values
+and the keyword anchors; a bullet that says nothing new collapses into, or merges with, the
+one already there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "N_SECTIONS",
     "PENDING",
     "REQUEST",
+    "VALUES",
     "Item",
     "Items",
 ]
@@ -31,10 +34,12 @@ __all__ = [
 # Section roles, in the order of prompts/summarize.md.
 REQUEST, CONCEPTS, FILES, ERRORS, PENDING, CURRENT, NEXT, CRITICAL = range(8)
 N_SECTIONS = 8
-NONE_TEXT = "(none)"  # the bullet of an empty section
-# The keyword line (last in Critical Context) starts so; its anchor kinds, in order:
+NONE_TEXT = "(none)"  # how older summaries marked an empty section (now left out)
+# The labelled values and the keyword line (last in Critical Context) start so; the keyword
+# line's anchor kinds, in order:
+VALUES = "Values —"
 KEYWORDS = "Keywords —"
-ANCHOR_KINDS = ("errors", "paths", "numbers", "config", "identifiers", "commands")
+ANCHOR_KINDS = ("errors", "paths", "values", "config", "ids", "names", "commands")
 
 
 @dataclass
@@ -46,9 +51,16 @@ class Item:
     priority: float
     order: int = 0
     anchor_kind: str | None = None
+    """The keyword-line kind of an anchor (None for a bullet)."""
+    label: str | None = None
+    """The label of a labelled value (``cap`` of ``cap: `$450```), None for anything else."""
     tokens: int = 0
     carried: bool = False
     """From a previous summary (as opposed to this span)."""
+    variants: tuple[str, ...] = ()
+    """Shorter texts, longest first, that may stand in for ``text`` when the budget is short."""
+    shown: str | None = None
+    """The text the fitted summary shows (``text`` or one of ``variants``)."""
 
 
 class Items:
@@ -58,7 +70,14 @@ class Items:
         self.items: list[Item] = []
         self._seen: dict[tuple[int, str], Item] = {}
 
-    def add(self, section: int, text: str, priority: float, carried: bool = False) -> Item | None:
+    def add(
+        self,
+        section: int,
+        text: str,
+        priority: float,
+        carried: bool = False,
+        variants: tuple[str, ...] = (),
+    ) -> Item | None:
         """Add a bullet unless it says nothing new; returns the new item, else None.
 
         Equal bullets collapse. Bullets about the same thing merge into the
@@ -81,7 +100,8 @@ class Items:
         if existing is not None:
             existing.priority = max(existing.priority, priority)
             return None
-        item = Item(section, text, priority, order=len(self.items), carried=carried)
+        shorter = tuple(v for v in dict.fromkeys(variants) if v and len(v) < len(text))
+        item = Item(section, text, priority, len(self.items), carried=carried, variants=shorter)
         self.items.append(item)
         self._seen[(section, norm(text))] = item
         if subject is not None:
@@ -89,8 +109,10 @@ class Items:
         return item
 
     def has(self, section: int) -> bool:
-        """Whether ``section`` has a bullet (keyword anchors do not count)."""
-        return any(i.section == section and i.anchor_kind is None for i in self.items)
+        """Whether ``section`` has a bullet (keyword anchors and labelled values do not count)."""
+        return any(
+            i.section == section and i.anchor_kind is None and i.label is None for i in self.items
+        )
 
     def anchor(self, kind: str, text: str, priority: float) -> None:
         """Add a literal anchor of the keyword line (Critical Context), once per kind."""
@@ -100,6 +122,17 @@ class Items:
         item = Item(CRITICAL, text, priority, order=len(self.items), anchor_kind=kind)
         self.items.append(item)
         self._seen[key] = item
+
+    def value(self, label: str, text: str, priority: float, carried: bool = False) -> None:
+        """Add a labelled value (``cap: `$450` (was `$390`)``) of the Values line."""
+        item = Item(CRITICAL, text, priority, len(self.items), label=label, carried=carried)
+        self.items.append(item)
+
+    def remove(self, item: Item) -> None:
+        """Take a bullet out again (a statement a newer one superseded)."""
+        self.items = [i for i in self.items if i is not item]
+        for key in [k for k, v in self._seen.items() if v is item]:
+            del self._seen[key]
 
 
 _OPS_PART = re.compile(r"(\w+) ×(\d+)")

@@ -24,6 +24,7 @@ from .text import (
     first_line,
     prose,
     tally_line,
+    tool_output_facts,
 )
 
 __all__ = ["OP_WEIGHTS", "Command", "FileNote", "Span", "read_span"]
@@ -119,10 +120,16 @@ class Span:
     error_counts: dict[str, int] = field(default_factory=dict)
     context: list[tuple[int, str]] = field(default_factory=list)
     last_user_seq: int = -1
+    last_final_seq: int = -1
+    """The seq of the last final answer (an assistant message without tool calls)."""
     answered: bool = False
-    """The last user request got a final answer (an assistant message without tool calls)."""
+    """The last user request (of the span, else of the previous summary) got a final answer:
+    an assistant message without tool calls came after it."""
     salient: list[tuple[int, str]] = field(default_factory=list)
-    """Texts anchors may come from: user and assistant text, tool arguments, error lines."""
+    """Texts anchors may come from, by source: 1 user text, 2 assistant text and tool-call
+    arguments, 3 error lines, 4 values tool output printed."""
+    tool_facts: list[tuple[int, str, str]] = field(default_factory=list)
+    """``(seq, key, value)`` of the settings tool output printed (``retry.max_attempts = 5``)."""
 
     def file(self, path: str) -> FileNote:
         note = self.files.get(path)
@@ -177,7 +184,8 @@ def _read_assistant(span: Span, event: Event, pending: dict[str, Command]) -> No
     if text:
         span.salient.append((2, prose(text)))
     final = not calls or all(c.name.lower() in _FINISH_TOOLS for c in calls)
-    if final and span.last_user_seq >= 0:
+    if final:  # it answers the last request, in this span or a previous summary's
+        span.last_final_seq = event.seq
         span.answered = True
     for call in calls:
         _read_call(span, event.seq, call, pending)
@@ -282,3 +290,6 @@ def _read_tool_result(span: Span, event: Event, pending: dict[str, Command]) -> 
         span.errors[line] = (event.seq, cmd if cmd is not None and cmd.text else None)
         span.error_counts[line] = span.error_counts.get(line, 0) + 1
         span.salient.append((3, line))
+    for key, value in tool_output_facts(text):
+        span.tool_facts.append((event.seq, key, value))
+        span.salient.append((4, value))

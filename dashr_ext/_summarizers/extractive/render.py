@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from ...errors import SummarizerError
-from .items import ANCHOR_KINDS, CRITICAL, KEYWORDS, NONE_TEXT, Item, Items
-from .text import code, norm
+from .items import ANCHOR_KINDS, CRITICAL, CURRENT, KEYWORDS, NONE_TEXT, VALUES, Item, Items
+from .text import clip, code, norm
 
-__all__ = ["fit", "parse_summary", "render"]
+__all__ = ["Layout", "fit", "parse_summary", "render", "summary_layout"]
 
 
 def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
     """Split a summary into per-section bullet lists (bullets keep their continuation lines).
 
     Headings are matched to ``sections`` by name (case, numbering and bold marks
-    ignored); text under an unknown heading or before any heading goes to the
-    last section. ``(none)`` bullets are dropped.
+    ignored); a section may be missing (an empty one is left out). Text under an unknown
+    heading or before any heading goes to the last section. ``(none)`` bullets are dropped.
     """
     wanted = {norm(s): i for i, s in enumerate(sections)}
     out: list[list[str]] = [[] for _ in sections]
@@ -57,83 +58,216 @@ def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
     return out
 
 
-def fit(
-    items: Items,
-    sections: Sequence[str],
-    count: Callable[[str], int],
-    budget: int,
-    renderer: Callable[[Sequence[str], Iterable[Item]], str] | None = None,
-) -> str:
-    """The summary of ``items`` under ``sections``, within ``budget`` tokens by ``count``.
+# --------------------------------------------------------------------------- layout
 
-    Every bullet has a priority: while the rendered summary exceeds the budget, the
-    lowest-priority bullet (the newest of equals) is dropped. Raises
-    :class:`~dashr_ext.errors.SummarizerError` when not even the headings fit.
-    ``renderer`` writes the Markdown (default :func:`render`, the eight sections).
-    """
-    render_fn = renderer or render
-    alive = list(items.items)
-    skeleton = render_fn(sections, [])
-    floor = count(skeleton)
-    if floor > budget:
-        raise SummarizerError(
-            f"max_summary_tokens={budget} cannot hold the {len(sections)} section headings "
-            f"(they need {floor} tokens)"
-        )
-    for item in alive:
-        item.tokens = count(item.text) + (2 if item.anchor_kind else 3)
-    estimate = floor + sum(i.tokens for i in alive) + 8 * bool(any(i.anchor_kind for i in alive))
-    drop_order = sorted(alive, key=lambda i: (i.priority, -i.order))
-    dropped: set[int] = set()
-    cursor = 0
-    while estimate > budget and cursor < len(drop_order):
-        victim = drop_order[cursor]
-        cursor += 1
-        dropped.add(id(victim))
-        estimate -= victim.tokens
-    while True:
-        kept = [i for i in alive if id(i) not in dropped]
-        text = render_fn(sections, kept)
-        over = count(text) - budget
-        if over <= 0 or cursor >= len(drop_order):
-            break
-        saved = 0
-        while saved < over and cursor < len(drop_order):
-            victim = drop_order[cursor]
-            cursor += 1
-            dropped.add(id(victim))
-            saved += max(victim.tokens, 1)
-    if count(text) > budget:  # only the skeleton is left and it fits: unreachable guard
-        text = skeleton
-    return text
+
+@dataclass(frozen=True)
+class Layout:
+    """Where items go and how they are written: a summary's or a state's sections."""
+
+    headings: Sequence[str]
+    section_of: Callable[[Item], int]
+    """The index in ``headings`` of the section an item is shown under."""
+    write: Callable[[Sequence[str], Iterable[Item]], str]
+    """The Markdown of the items (each shows :attr:`Item.shown`, else its text)."""
 
 
 def render(sections: Sequence[str], items: Iterable[Item]) -> str:
-    """The Markdown of ``items``: a heading per section, its bullets, ``(none)`` when empty.
+    """The Markdown of ``items``: a heading per section that has something, then its bullets.
 
-    The keyword anchors make one last bullet of Critical Context, grouped by kind.
+    A section with nothing to record is left out. The labelled values make one ``Values —``
+    bullet and the keyword anchors one ``Keywords —`` bullet, both last in Critical Context.
     """
     by_section: list[list[Item]] = [[] for _ in sections]
+    values: list[Item] = []
     anchors: dict[str, list[Item]] = {}
     for item in items:
         if item.anchor_kind is not None:
             anchors.setdefault(item.anchor_kind, []).append(item)
+        elif item.label is not None:
+            values.append(item)
         else:
             by_section[item.section].append(item)
     blocks: list[str] = []
     for index, name in enumerate(sections):
-        lines = [f"## {name}"]
-        bullets = sorted(by_section[index], key=lambda i: i.order)
-        lines.extend(f"- {item.text}" for item in bullets)
-        if index == CRITICAL and anchors:
-            groups = [
-                f"{kind}: "
-                + ", ".join(code(a.text) for a in sorted(anchors[kind], key=lambda i: i.order))
-                for kind in ANCHOR_KINDS
-                if kind in anchors
-            ]
-            lines.append(f"- {KEYWORDS} " + "; ".join(groups))
-        if len(lines) == 1:
-            lines.append(f"- {NONE_TEXT}")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
+        lines = [f"- {shown(item)}" for item in sorted(by_section[index], key=lambda i: i.order)]
+        if index == CRITICAL:
+            lines.extend(group_lines(values, anchors))
+        if lines:
+            blocks.append("\n".join([f"## {name}", *lines]))
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def shown(item: Item) -> str:
+    return item.shown if item.shown is not None else item.text
+
+
+def group_lines(values: Sequence[Item], anchors: dict[str, list[Item]]) -> list[str]:
+    """The ``Values —`` line and the ``Keywords —`` line (each only when it has something)."""
+    lines = []
+    if values:
+        ordered = sorted(values, key=lambda i: i.order)
+        lines.append(f"- {VALUES} " + "; ".join(i.text for i in ordered))
+    groups = [
+        f"{kind}: " + ", ".join(code(a.text) for a in sorted(anchors[kind], key=lambda i: i.order))
+        for kind in ANCHOR_KINDS
+        if kind in anchors
+    ]
+    if groups:
+        lines.append(f"- {KEYWORDS} " + "; ".join(groups))
+    return lines
+
+
+def summary_layout(sections: Sequence[str]) -> Layout:
+    return Layout(sections, lambda item: item.section, render)
+
+
+# --------------------------------------------------------------------------- the budget
+
+_MIN_CLIP_CHARS = 24
+
+
+def fit(items: Items, layout: Layout, count: Callable[[str], int], budget: int) -> str:
+    """The Markdown of the most salient ``items`` within ``budget`` tokens by ``count``.
+
+    Items are taken by priority (the earlier of equals first): each takes the longest of its
+    texts (:attr:`Item.variants`) that fits in what is left and in half of it, unless only its
+    shortest fits, and an item that fits in no way is skipped for the smaller ones after it.
+    A section shows up with its first item. The rendered text is then counted exactly: over
+    budget, the lowest-priority items go; with room left, skipped items get another chance.
+    When not even the first item fits whole it is clipped; raises
+    :class:`~dashr_ext.errors.SummarizerError` when a heading and a short bullet cannot fit.
+    """
+    ranked = sorted(items.items, key=lambda i: (-i.priority, i.order))
+    if not ranked:
+        return _nothing(layout, count, budget)
+    costs = _Costs(layout, count)
+    kept: list[Item] = []
+    used = 0
+    skipped: list[Item] = []
+    for item in ranked:
+        took = costs.take(item, budget - used, halve=True)
+        if took is None:
+            skipped.append(item)
+            continue
+        used += took
+        kept.append(item)
+    text = layout.write(layout.headings, kept)
+    for _ in range(4):
+        actual = count(text)
+        if actual > budget:
+            kept = _shed(kept, actual - budget)
+        else:
+            room = budget - actual
+            added = False
+            for item in list(skipped):
+                took = costs.take(item, room, halve=False)
+                if took is not None:
+                    room -= took
+                    kept.append(item)
+                    skipped.remove(item)
+                    added = True
+            if not added:
+                break
+        text = layout.write(layout.headings, kept)
+    while kept and count(text) > budget:
+        kept = _shed(kept, 1)
+        text = layout.write(layout.headings, kept)
+    if kept:
+        return text
+    return _clipped(ranked[0], layout, count, budget)
+
+
+class _Costs:
+    """Token costs of items and of the lines and headings they open, cached."""
+
+    def __init__(self, layout: Layout, count: Callable[[str], int]) -> None:
+        self.layout = layout
+        self.count = count
+        self.opened: set[object] = set()
+        self._cache: dict[str, int] = {}
+
+    def tokens(self, text: str) -> int:
+        cost = self._cache.get(text)
+        if cost is None:
+            cost = self._cache[text] = self.count(text)
+        return cost
+
+    def _opens(self, item: Item) -> list[tuple[object, int]]:
+        section = self.layout.section_of(item)
+        out: list[tuple[object, int]] = [
+            (("section", section), self.tokens(f"## {self.layout.headings[section]}\n") + 1)
+        ]
+        if item.anchor_kind is not None:
+            out.append(("keywords", self.tokens(f"- {KEYWORDS} ") + 1))
+            out.append((("kind", item.anchor_kind), self.tokens(f"{item.anchor_kind}: ") + 1))
+        elif item.label is not None:
+            out.append(("values", self.tokens(f"- {VALUES} ") + 1))
+        return [(key, cost) for key, cost in out if key not in self.opened]
+
+    def _cost(self, item: Item, text: str) -> int:
+        if item.anchor_kind is not None:
+            return self.tokens(code(text)) + 1
+        if item.label is not None:
+            return self.tokens(text) + 1
+        return self.tokens(f"- {text}\n")
+
+    def take(self, item: Item, room: int, *, halve: bool) -> int | None:
+        """Choose the text ``item`` shows within ``room``; its cost, or None when none fits."""
+        opens = self._opens(item)
+        room -= sum(cost for _, cost in opens)
+        if room <= 0:
+            return None
+        texts = (item.text, *item.variants)
+        cap = max(room // 2, 1) if halve and len(texts) > 1 else room
+        chosen: tuple[str, int] | None = None
+        for text in texts:
+            cost = self._cost(item, text)
+            if cost <= cap:
+                chosen = (text, cost)
+                break
+        if chosen is None:
+            last = texts[-1]
+            cost = self._cost(item, last)
+            if cost > room:
+                return None
+            chosen = (last, cost)
+        item.shown = chosen[0]
+        item.tokens = chosen[1]
+        self.opened.update(key for key, _ in opens)
+        return chosen[1] + sum(cost for _, cost in opens)
+
+
+def _shed(kept: list[Item], over: int) -> list[Item]:
+    """``kept`` without its lowest-priority items (the later of equals first), ``over`` tokens'
+    worth."""
+    dropped: set[int] = set()
+    saved = 0
+    for victim in sorted(kept, key=lambda i: (i.priority, -i.order)):
+        if saved >= over:
+            break
+        dropped.add(id(victim))
+        saved += max(victim.tokens, 1)
+    return [i for i in kept if id(i) not in dropped]
+
+
+def _clipped(top: Item, layout: Layout, count: Callable[[str], int], budget: int) -> str:
+    """The top item alone, clipped until it fits; an error when not even a stub of it does."""
+    texts = (top.text, *top.variants)
+    limit = len(texts[-1])
+    while limit >= _MIN_CLIP_CHARS:
+        top.shown = clip(" ".join(texts[-1].split()), limit)
+        text = layout.write(layout.headings, [top])
+        if count(text) <= budget:
+            return text
+        limit = limit * 3 // 4
+    raise SummarizerError(
+        f"max_summary_tokens={budget} cannot hold a section heading and one bullet of "
+        f"{_MIN_CLIP_CHARS} characters"
+    )
+
+
+def _nothing(layout: Layout, count: Callable[[str], int], budget: int) -> str:
+    """What a span with nothing to record gives: one Current Work bullet that says so."""
+    note = Item(CURRENT, "Nothing to record: no request, command or message text.", 0.0)
+    return _clipped(note, layout, count, budget)

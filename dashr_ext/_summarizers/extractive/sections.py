@@ -1,11 +1,17 @@
 """Filling the eight sections: bullets carried from a previous summary and new ones from
 the span's facts, each with the priority the budget drops by (SPEC §5.2).
+
+Priorities follow salience (:mod:`.salience`): the original request, the user's rules and
+labelled values lead, then pending asks, the next step, the current work, unfixed errors and
+decisions; files, concepts, repeated commands and low-salience chatter come last.
 """
 
 from __future__ import annotations
 
 import re
 
+from .anchors import bounded
+from .facts import Facts, parse_values
 from .items import (
     CONCEPTS,
     CRITICAL,
@@ -13,36 +19,41 @@ from .items import (
     ERRORS,
     FILES,
     KEYWORDS,
+    N_SECTIONS,
     NEXT,
     PENDING,
     REQUEST,
+    VALUES,
     Items,
 )
 from .reading import OP_WEIGHTS, Command, FileNote, Span
+from .requests import (
+    RULE_LABEL,
+    USER_DECISION_LABEL,
+    add_pending_asks,
+    add_requests,
+    add_rules,
+    relevant_rules,
+    unanswered,
+)
+from .salience import excerpt, is_trivial, says_decision, score
 from .text import (
     FILE_PATH,
     clip,
     code,
     command_label,
     leading_code,
-    norm,
     one_line,
     prose,
     sentences,
 )
 
-__all__ = ["carry", "carry_state", "fill"]
+__all__ = ["carry", "carry_state", "fill", "read_facts"]
 
-# What assistant prose says: quoted identifiers, decisions, to-dos, next steps.
+# What assistant prose says: quoted identifiers, to-dos, next steps.
 _BACKTICK = re.compile(r"`([^`\n]{2,80})`")
 _IDENTIFIER = re.compile(
     r"^(?:[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*(?:\(\))?|[A-Za-z_]\w*\([^()]{0,40}\))$"
-)
-_DECISION = re.compile(
-    r"\b(?:decid\w*|instead of|because|the (?:root cause|cause|issue|problem|bug|fix|solution) "
-    r"(?:is|was|here is|lies)|this means|so that|we (?:must|need to)|must not|"
-    r"the correct (?:fix|approach|behaviou?r))\b",
-    re.I,
 )
 _TODO = re.compile(
     r"\b(?:TODO|FIXME|still need to|still have to|remaining|not yet (?:done|implemented|fixed)|"
@@ -54,20 +65,25 @@ _NEXT = re.compile(
     r"(?:now|need|run|check|try))\b",
     re.I,
 )
+_REQUEST_QUOTE = re.compile(r"^(Original request \(seq \d+\)), (?:verbatim|excerpt):\n(.*)$", re.S)
+_LATER_REQUEST = re.compile(r"^((?:Later )?[Rr]equest \([^)]*\): )(.*)$", re.S)
 
 
 # --------------------------------------------------------------------------- carried forward
 
 
-def carry(items: Items, old: list[list[list[str]]], span: Span) -> None:
+def carry(items: Items, old: list[list[list[str]]], span: Span, facts: Facts) -> None:
     """Carry the bullets of previous summaries (parsed, oldest first) forward.
 
-    They lead their sections. A request "without a final answer" that ``span`` answered
-    or moved past is dropped, an error is updated when ``span`` reran its command, and
-    the keyword line and the state sections (Current Work, Next Step) are left to
-    :func:`~.anchors.add_anchors` and :func:`carry_state`.
+    They lead their sections. A request "not answered yet" that ``span`` answered or moved
+    past is dropped, an error is updated when ``span`` reran its command, and the keyword
+    line and the state sections (Current Work, Next Step) are left to
+    :func:`~.anchors.add_anchors` and :func:`carry_state`. The labelled values (the
+    ``Values —`` line) and the values the carried requests and rules state are read into
+    ``facts``, older than anything in the span, so the span's statements update them.
     """
-    for parsed in old:
+    for p, parsed in enumerate(old):
+        order = -1000.0 + p * 10
         for section, bullets in enumerate(parsed):
             n = len(bullets)
             if section in (CURRENT, NEXT):
@@ -75,33 +91,90 @@ def carry(items: Items, old: list[list[list[str]]], span: Span) -> None:
             for i, bullet in enumerate(bullets):
                 if section == CRITICAL and bullet.startswith(KEYWORDS):
                     continue  # merged as anchors
+                if section == CRITICAL and bullet.startswith(VALUES):
+                    for label, value, was in parse_values(bullet):
+                        facts.state(label, value, order + 5, 0, was=was)
+                    continue
                 if section == PENDING and _superseded_request(bullet, span):
                     continue  # answered since, or a newer request took over
                 if section == ERRORS:
                     bullet = _refresh_error(bullet, span)
+                if section in (REQUEST, CRITICAL, PENDING, N_SECTIONS):
+                    facts.read(bullet, order + i * 0.01, 0)
                 recency = (i + 1) / (n + 1)
-                base = {REQUEST: 90.0, ERRORS: 55.0, FILES: 52.0}.get(section, 50.0)
-                if section == REQUEST and i == 0:
-                    base = 99.0
-                item = items.add(section, bullet, base + 4 * recency, carried=True)
+                item = items.add(
+                    section,
+                    bullet,
+                    _carried_priority(section, bullet) + 4 * recency,
+                    carried=True,
+                    variants=_carried_variants(section, bullet),
+                )
                 if item is not None:
                     item.order = -1_000_000 + len(items.items)  # carried bullets lead
 
 
-def carry_state(items: Items, old: list[list[list[str]]]) -> None:
+def _carried_priority(section: int, bullet: str) -> float:
+    if section == N_SECTIONS:  # a state's constraint (see .state)
+        return 89.0
+    if section == REQUEST:
+        if bullet.startswith("Original request"):
+            return 96.0
+        return 66.0 + min(score(bullet).score, 16.0)
+    if section == CRITICAL:
+        if bullet.startswith(RULE_LABEL):
+            return 89.0
+        if bullet.startswith(USER_DECISION_LABEL):
+            return 83.0
+        if bullet.startswith("Decision: "):
+            return 50.0 + min(score(bullet).score, 14.0)
+        return 48.0
+    if section == PENDING:
+        return 80.0 if bullet.startswith("Request of seq") else 58.0
+    return {ERRORS: 55.0, FILES: 48.0, CONCEPTS: 34.0}.get(section, 46.0)
+
+
+def _carried_variants(section: int, bullet: str) -> tuple[str, ...]:
+    """Shorter forms of a carried request: its most salient sentences."""
+    if section != REQUEST:
+        return (clip(bullet, 160),) if len(bullet) > 200 else ()
+    quote = _REQUEST_QUOTE.match(bullet)
+    if quote:
+        body = "\n".join(re.sub(r"^\s*>[ ]?", "", line) for line in quote.group(2).splitlines())
+        return tuple(
+            f"{quote.group(1)}, excerpt:\n"
+            + "\n".join(f"  > {line}" for line in short.splitlines())
+            for limit, keep in ((240, 0), (120, 1))
+            if (short := excerpt(body, limit, keep)) is not None
+        )
+    later = _LATER_REQUEST.match(bullet)
+    if later:
+        return tuple(
+            later.group(1) + short
+            for limit, keep in ((200, 0), (100, 1))
+            if (short := excerpt(later.group(2), limit, keep)) is not None
+        )
+    return ()
+
+
+def carry_state(items: Items, old: list[list[list[str]]], span: Span) -> None:
     """Keep the latest previous Current Work / Next Step where the span gave none.
 
     They are state sections: the newer state replaces the older, so this runs after
-    :func:`fill`.
+    :func:`fill`. A span whose last request was answered has no next step: the previous
+    one is not carried either.
     """
     for section in (CURRENT, NEXT):
-        if not items.has(section):
-            for parsed in old[-1:]:
-                for bullet in parsed[section]:
+        if items.has(section) or (section == NEXT and span.answered):
+            continue
+        for parsed in old[-1:]:
+            for bullet in parsed[section]:
+                if not bullet.startswith("(none)"):
                     items.add(section, bullet, 20.0, carried=True)
 
 
-_UNANSWERED = re.compile(r"^The request of seq (\d+) has no final answer yet$")
+_UNANSWERED = re.compile(
+    r"^(?:The request of seq (\d+) has no final answer yet$|Request of seq (\d+), not answered yet)"
+)
 
 
 def _superseded_request(bullet: str, span: Span) -> bool:
@@ -109,7 +182,7 @@ def _superseded_request(bullet: str, span: Span) -> bool:
     match = _UNANSWERED.match(bullet)
     if match is None:
         return False
-    seq = int(match.group(1))
+    seq = int(match.group(1) or match.group(2))
     return span.answered or any(later > seq for later, _text in span.requests)
 
 
@@ -144,10 +217,11 @@ def fill(
 ) -> None:
     """Add the bullets of every section from the facts of ``span``, section by section.
 
-    The first request is quoted only when no previous summary already holds it; the
-    ``*_chars`` options bound the request and current-work bullets, in characters.
+    The first salient request is quoted only when no previous summary already holds one;
+    the ``*_chars`` options bound the request and current-work bullets, in characters.
     """
-    _requests(items, span, has_previous_request, first_request_chars, request_chars)
+    add_requests(items, span, has_previous_request, first_request_chars, request_chars)
+    add_rules(items, span)
     _concepts(items, span)
     _files(items, span)
     _errors(items, span)
@@ -157,29 +231,16 @@ def fill(
     _critical(items, span)
 
 
-def _requests(
-    items: Items, span: Span, has_previous_request: bool, first_limit: int, later_limit: int
-) -> None:
-    requests = list(span.requests)
-    if requests and not has_previous_request:
-        seq, text = requests.pop(0)
-        quoted = "\n".join(
-            f"  > {line}" if line.strip() else "  >"
-            for line in clip(re.sub(r"\n{3,}", "\n\n", text), first_limit).splitlines()
-        )
-        items.add(REQUEST, f"Original request (seq {seq}), verbatim:\n{quoted}", 100.0)
-    # Identical later requests (a harness repeating itself) become one bullet.
-    grouped: dict[str, list[tuple[int, str]]] = {}
-    for seq, text in requests:
-        grouped.setdefault(norm(text), []).append((seq, text))
-    n = len(grouped)
-    for i, group in enumerate(grouped.values()):
-        seqs = ", ".join(str(seq) for seq, _ in group)
-        times = f"; ×{len(group)}" if len(group) > 1 else ""
-        clipped = one_line(group[-1][1], later_limit)
-        label = "seqs" if len(group) > 1 else "seq"
-        priority = 80.0 + 10 * (i + 1) / n - (5.0 if len(group) > 1 else 0.0)
-        items.add(REQUEST, f"Later request ({label} {seqs}{times}): {clipped}", priority)
+def read_facts(facts: Facts, span: Span) -> None:
+    """The labelled values the span states: the user's sentences, config literals of the
+    assistant, settings tool output printed."""
+    for seq, text in span.requests:
+        facts.read(text, float(seq), 1)
+    for seq, text, _ in span.assistant:
+        if "=" in text:
+            facts.read(prose(text), float(seq), 2)
+    for seq, key, value in span.tool_facts:
+        facts.state(key, value, float(seq), 4)
 
 
 def _concepts(items: Items, span: Span) -> None:
@@ -192,7 +253,7 @@ def _concepts(items: Items, span: Span) -> None:
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:12]
     for rank, (term, count) in enumerate(ranked):
         suffix = f" (×{count})" if count > 1 else ""
-        items.add(CONCEPTS, f"{code(term)}{suffix}", 40.0 - rank)
+        items.add(CONCEPTS, f"{code(term)}{suffix}", 36.0 - rank * 0.5)
 
 
 def _files(items: Items, span: Span) -> None:
@@ -202,7 +263,7 @@ def _files(items: Items, span: Span) -> None:
     )[:30]
     for rank, note in enumerate(notes):
         top = max(OP_WEIGHTS.get(op, 1) for op in note.ops)
-        items.add(FILES, _file_bullet(note), 45.0 + 4 * top - rank * 0.5)
+        items.add(FILES, _file_bullet(note), 40.0 + 3 * top - rank * 0.5)
 
 
 def _errors(items: Items, span: Span) -> None:
@@ -227,9 +288,7 @@ def _errors(items: Items, span: Span) -> None:
 
 
 def _pending(items: Items, span: Span) -> None:
-    if span.requests and not span.answered:
-        seq = span.requests[-1][0]
-        items.add(PENDING, f"The request of seq {seq} has no final answer yet", 72.0)
+    add_pending_asks(items, span)
     todos: list[str] = []
     for _, text, _ in span.assistant[-6:]:
         todos.extend(s for s in sentences(text) if _TODO.search(s))
@@ -241,34 +300,55 @@ def _current(items: Items, span: Span, current_work_chars: int) -> None:
     last = next(((seq, t) for seq, t, _ in reversed(span.assistant) if t.strip()), None)
     if last is not None:
         seq, text = last
+        head = f"Last assistant message (seq {seq}): "
         body = one_line(prose(text), current_work_chars)
-        items.add(CURRENT, f"Last assistant message (seq {seq}): {body}", 78.0)
+        short = excerpt(" ".join(prose(text).split()), 240)
+        variants = (head + short,) if short else ()
+        items.add(CURRENT, head + body, 78.0, variants=(*variants, head + clip(body, 160)))
     recent = [c for c in span.commands if c.text][-3:]
     for i, cmd in enumerate(recent):
-        items.add(CURRENT, "Ran " + _command_outcome(cmd), 66.0 + i)
+        items.add(CURRENT, "Ran " + _command_outcome(cmd), 62.0 + i)
 
 
 def _next(items: Items, span: Span) -> None:
-    if span.requests and span.answered:
-        items.add(NEXT, "(none): the last request was answered; wait for the user", 74.0)
+    """The next step; none when the last request was answered (the section is left out)."""
+    if span.answered:
         return
-    for _, text, _ in reversed(span.assistant[-3:]):
+    waiting = [(seq, text) for seq, text in unanswered(span) if not is_trivial(text)]
+    last_said = span.assistant[-1][0] if span.assistant else -1
+    if waiting and waiting[-1][0] > last_said:  # the user spoke last: answering is next
+        seq, text = waiting[-1]  # (what it asks is under Pending Jobs, said once)
+        items.add(NEXT, f"Answer the request of seq {seq} (see Pending Jobs)", 82.0)
+        relevant_rules(items, text)
+        return
+    for seq, text, _ in reversed(span.assistant[-3:]):
+        if seq < span.last_user_seq:
+            break
         candidates = [s for s in sentences(text) if _NEXT.search(s)]
         if candidates:
-            items.add(NEXT, one_line(candidates[-1], 300), 76.0)
+            items.add(NEXT, one_line(candidates[-1], 300), 80.0)
+            relevant_rules(items, candidates[-1])
             return
     recent = [c for c in span.commands if c.text]
     if recent:
-        items.add(NEXT, "Continue from the last command: " + _command_outcome(recent[-1]), 74.0)
+        items.add(NEXT, "Continue from the last command: " + _command_outcome(recent[-1]), 76.0)
+        relevant_rules(items, recent[-1].text)
 
 
 def _critical(items: Items, span: Span) -> None:
-    decisions: list[str] = []
-    for _, text, _ in span.assistant:
-        decisions.extend(one_line(s, 240) for s in sentences(text) if _DECISION.search(s))
-    unique = list(dict.fromkeys(decisions))[-8:]
-    for i, sentence in enumerate(unique):
-        items.add(CRITICAL, "Decision: " + sentence, 56.0 + i * 0.5)
+    decisions: dict[str, tuple[float, int]] = {}
+    for seq, text, _ in span.assistant:
+        if not says_decision(text):
+            continue
+        for sentence in sentences(bounded(text)):
+            if not says_decision(sentence):
+                continue
+            salience = score(sentence)
+            if salience.decision:
+                decisions[one_line(sentence, 240)] = (salience.score, seq)
+    top = sorted(decisions.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))[:8]
+    for sentence, (value, seq) in sorted(top, key=lambda kv: kv[1][1]):
+        items.add(CRITICAL, "Decision: " + sentence, 50.0 + min(value, 18.0) + seq * 1e-6)
     runs: dict[str, list[Command]] = {}
     for cmd in span.commands:
         if cmd.text:
@@ -282,10 +362,12 @@ def _critical(items: Items, span: Span) -> None:
         items.add(
             CRITICAL,
             f"Command run ×{len(cmds)}: " + _command_outcome(last),
-            58.0 - rank,
+            50.0 - rank,
         )
     for i, (seq, text) in enumerate(span.context[-3:]):
-        items.add(CRITICAL, f"Context (seq {seq}): {one_line(text, 240)}", 35.0 + i)
+        salience = score(text)
+        base = 80.0 if salience.is_rule else 35.0
+        items.add(CRITICAL, f"Context (seq {seq}): {one_line(text, 240)}", base + i)
 
 
 def _file_bullet(note: FileNote) -> str:

@@ -1,10 +1,12 @@
 """The state checkpoint: the working memory, merged from the previous state and the span
 (SPEC §6.3).
 
-The facts are gathered exactly as for a summary (:mod:`.sections`, :mod:`.anchors`), in the
-summary's eight roles plus one, ``CONSTRAINTS``; :func:`state_role` and :func:`state_section`
-translate between those roles and the sections of ``prompts/state.md``, so a previous state,
-or an eight-section summary being adopted, merges bullet by bullet like a summary does.
+The facts are gathered exactly as for a summary (:mod:`.gather`), in the summary's eight
+roles plus one, ``CONSTRAINTS``; :func:`state_role` and :func:`state_section` translate
+between those roles and the sections of ``prompts/state.md``, so a previous state, or an
+eight-section summary being adopted, merges bullet by bullet like a summary does. The
+user's rules go to Constraints, the labelled values and anchors to Key Values; a section
+with nothing to record is left out.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from ...errors import SummarizerError
 from ..base import SummaryRequest
-from .anchors import add_anchors
+from .gather import Limits, gather
 from .items import (
-    ANCHOR_KINDS,
     CONCEPTS,
     CRITICAL,
     CURRENT,
@@ -25,21 +26,20 @@ from .items import (
     KEYWORDS,
     N_SECTIONS,
     NEXT,
-    NONE_TEXT,
     PENDING,
     REQUEST,
+    VALUES,
     Item,
-    Items,
 )
-from .reading import Span, read_span
-from .render import fit, parse_summary
-from .sections import carry, carry_state, fill
-from .text import code, leading_code, norm, one_line, sentences
+from .reading import read_span
+from .render import Layout, fit, group_lines, parse_summary, shown
+from .requests import RULE_LABEL, USER_DECISION_LABEL
+from .text import leading_code, norm
 
 __all__ = ["CONSTRAINTS", "N_STATE_SECTIONS", "state_role", "state_section", "state_text"]
 
 CONSTRAINTS = N_SECTIONS
-"""The role of a constraint bullet (the summary's eight roles have no place for them)."""
+"""The role of a constraint bullet of an older state (``User: …``)."""
 N_ROLES = N_SECTIONS + 1
 
 # The sections of prompts/state.md, in order (their headings are read from the template).
@@ -49,15 +49,9 @@ N_STATE_SECTIONS = 7
 _DECISION = "Decision: "
 _CONTEXT = "Context (seq "
 _RUN = "Command run ×"
-_STATE_WORDS = ("Last assistant message", "Ran ")
 _FILE_BULLET = re.compile(r"^(?:`[^`]+`|`` .+? ``) — \w+ ×\d+")
-_KIND_BULLET = re.compile(rf"^({'|'.join(ANCHOR_KINDS)}): (.*)$", re.S)
-# What a user says when they set a rule rather than ask for work.
-_CONSTRAINT = re.compile(
-    r"\b(?:must(?:n't| not)?|never|always|do not|don't|does not|doesn't|should(?:n't| not)?|"
-    r"only|without|keep|make sure|avoid|prefer\w*|instead|no longer|not allowed|"
-    r"required?|at (?:most|least))\b",
-    re.I,
+_KIND_BULLET = re.compile(
+    r"^(errors|paths|values|numbers|config|ids|identifiers|names|commands): (.*)$", re.S
 )
 # Within Current State: the newer state first, then what accumulates.
 _CURRENT_ORDER = {CURRENT: 0, FILES: 1, ERRORS: 2}
@@ -67,11 +61,7 @@ def state_text(
     request: SummaryRequest,
     summary_headings: Sequence[str],
     state_headings: Sequence[str],
-    *,
-    anchors_per_kind: int,
-    first_request_chars: int,
-    request_chars: int,
-    current_work_chars: int,
+    limits: Limits,
 ) -> str:
     """The state checkpoint of ``request``: the previous state merged with the span.
 
@@ -87,56 +77,9 @@ def state_text(
     previous = [request.previous_summary] if request.previous_summary else []
     previous += span.previous
     old = [_roles_of(text, summary_headings, state_headings) for text in previous]
-    items = Items()
-    carry(items, old, span)
-    for item in items.items:
-        if item.section == CONSTRAINTS:
-            item.priority += 25.0  # the user's rules outlive the work they came with
-    limit = max(160, request.max_summary_tokens)
-    fill(
-        items,
-        span,
-        has_previous_request=any(o[REQUEST] for o in old),
-        first_request_chars=min(first_request_chars, limit),
-        request_chars=min(request_chars, limit),
-        current_work_chars=current_work_chars,
-    )
-    _constraints(items, span, old)
-    carry_state(items, old)
-    add_anchors(items, span, old, anchors_per_kind)
-    return fit(
-        items, state_headings, request.count_tokens, request.max_summary_tokens, render_state
-    )
-
-
-def _constraints(items: Items, span: Span, old: list[list[list[str]]]) -> None:
-    """The user's sentences that set a rule ("must", "do not", "instead", …).
-
-    Read from the requests of the span and from the Goal bullets carried forward, so an
-    adopted summary's requests give their constraints too.
-    """
-    texts = [_request_text(bullet) for parsed in old for bullet in parsed[REQUEST]]
-    texts += [text for _, text in span.requests]
-    found = [
-        one_line(sentence, 240)
-        for text in texts
-        for sentence in sentences(text)
-        if _CONSTRAINT.search(sentence) and "… [+" not in sentence
-    ]
-    unique = list(dict.fromkeys(found))[-8:]
-    for i, sentence in enumerate(unique):
-        items.add(CONSTRAINTS, "User: " + sentence, 75.0 + i * 0.5)
-
-
-_REQUEST_LABEL = re.compile(
-    r"^(?:Original request \(seq \d+\), verbatim:|Later request \([^)]*\):)[ \t]*\n?"
-)
-
-
-def _request_text(bullet: str) -> str:
-    """A Goal bullet's request text, without its label and quote marks."""
-    text = _REQUEST_LABEL.sub("", bullet)
-    return "\n".join(re.sub(r"^\s*>[ ]?", "", line) for line in text.splitlines())
+    items = gather(span, old, limits)
+    layout = Layout(state_headings, state_section, render_state)
+    return fit(items, layout, request.count_tokens, request.max_summary_tokens)
 
 
 # --------------------------------------------------------------------------- roles ⇄ sections
@@ -145,15 +88,13 @@ def _request_text(bullet: str) -> str:
 def state_section(item: Item) -> int:
     """The section of ``state.md`` a bullet goes to, from its role and its text."""
     role, text = item.section, item.text
-    if item.anchor_kind is not None or role == CONCEPTS:
+    if item.anchor_kind is not None or item.label is not None or role == CONCEPTS:
         return KEY_VALUES
     if role == CRITICAL:
-        if text.startswith(_DECISION):
-            return DECISIONS
+        if text.startswith((RULE_LABEL, _CONTEXT)):
+            return S_CONSTRAINTS
         if text.startswith(_RUN):
             return CURRENT_STATE
-        if text.startswith(_CONTEXT) or _CONSTRAINT.search(text):
-            return S_CONSTRAINTS
         return DECISIONS
     return {
         REQUEST: GOAL,
@@ -171,9 +112,11 @@ def state_role(section: int, bullet: str) -> tuple[int, str]:
     if section == GOAL:
         return REQUEST, bullet
     if section == S_CONSTRAINTS:
-        return (CRITICAL if bullet.startswith(_CONTEXT) else CONSTRAINTS), bullet
+        return (CRITICAL if bullet.startswith((_CONTEXT, RULE_LABEL)) else CONSTRAINTS), bullet
     if section == DECISIONS:
-        return CRITICAL, bullet if bullet.startswith(_DECISION) else _DECISION + bullet
+        if bullet.startswith((_DECISION, USER_DECISION_LABEL)):
+            return CRITICAL, bullet
+        return CRITICAL, _DECISION + bullet
     if section == CURRENT_STATE:
         if bullet.startswith(_RUN):
             return CURRENT, bullet  # how often a command ran so far is state: the newer wins
@@ -183,7 +126,8 @@ def state_role(section: int, bullet: str) -> tuple[int, str]:
             return ERRORS, bullet
         return CURRENT, bullet
     if section == KEY_VALUES:
-        return (CRITICAL if _KIND_BULLET.match(bullet) else CONCEPTS), bullet
+        keyed = _KIND_BULLET.match(bullet) or bullet.startswith(VALUES)
+        return (CRITICAL if keyed else CONCEPTS), bullet
     if section == OPEN:
         return PENDING, bullet
     return NEXT, bullet
@@ -233,33 +177,35 @@ def _current_rank(item: Item) -> int:
 
 
 def render_state(headings: Sequence[str], items: Iterable[Item]) -> str:
-    """The Markdown of a state: a heading per section, its bullets, ``(none)`` when empty.
+    """The Markdown of a state: a heading per section that has something, then its bullets.
 
-    Decisions lose their ``Decision:`` label (the heading says it); the keyword anchors
-    make one ``kind: `a`, `b``` bullet per kind under Key Values.
+    A section with nothing to record is left out. Decisions lose their ``Decision:`` label
+    (the heading says it); under Key Values the labelled values make one ``Values —``
+    bullet and the keyword anchors one ``kind: `a`, `b``` bullet per kind.
     """
     by_section: list[list[Item]] = [[] for _ in headings]
+    values: list[Item] = []
     anchors: dict[str, list[Item]] = {}
     for item in items:
         if item.anchor_kind is not None:
             anchors.setdefault(item.anchor_kind, []).append(item)
+        elif item.label is not None:
+            values.append(item)
         else:
             by_section[state_section(item)].append(item)
     blocks: list[str] = []
     for index, name in enumerate(headings):
         bullets = sorted(by_section[index], key=lambda i: (_current_rank(i), i.order))
-        lines = [f"## {name}"]
+        keyword = group_lines(values, anchors) if index == KEY_VALUES else []
+        lines = keyword[:1] if values else []
         for item in bullets:
-            text = item.text
+            text = shown(item)
             if index == DECISIONS and text.startswith(_DECISION):
                 text = text[len(_DECISION) :]
             lines.append(f"- {text}")
-        if index == KEY_VALUES:
-            for kind in ANCHOR_KINDS:
-                group = sorted(anchors.get(kind, []), key=lambda i: i.order)
-                if group:
-                    lines.append(f"- {kind}: " + ", ".join(code(a.text) for a in group))
-        if len(lines) == 1:
-            lines.append(f"- {NONE_TEXT}")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
+        if index == KEY_VALUES and anchors:  # one bullet per kind, not the summary's line
+            line = keyword[-1][len(f"- {KEYWORDS} ") :]
+            lines.extend(f"- {group}" for group in re.split(r"; (?=[a-z]+: )", line))
+        if lines:
+            blocks.append("\n".join([f"## {name}", *lines]))
+    return "\n\n".join(blocks) + "\n" if blocks else ""

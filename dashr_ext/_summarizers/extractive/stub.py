@@ -24,18 +24,12 @@ from ..keywords import KEYWORDS_LABEL
 from .anchors import candidate_anchors
 from .items import ANCHOR_KINDS
 from .reading import OP_WEIGHTS, Command, Span, read_span
+from .salience import excerpt, scored_sentences
 from .text import code, prose
 
 __all__ = ["KIND_LABELS", "stub_text"]
 
-KIND_LABELS = {
-    "errors": "errors",
-    "paths": "paths",
-    "numbers": "values",
-    "config": "config",
-    "identifiers": "ids",
-    "commands": "commands",
-}
+KIND_LABELS = {kind: kind for kind in ANCHOR_KINDS}
 """The keyword line's name of each anchor kind, in :data:`~.items.ANCHOR_KINDS` order."""
 
 # An anchor written without backticks: no list separator, no backtick, no ": " (which reads
@@ -70,9 +64,9 @@ def stub_text(request: SummaryRequest, anchors_per_kind: int) -> str:
         )
     span = read_span(request)
     budget = request.max_summary_tokens
-    lines = _lines(span, events)
+    lines = _lines(span, events, 400)
     limit = max(40, min(400, budget * 12 // (5 * len(lines))))  # ~60% of the budget, ~4 chars/token
-    lines = [cut(line, limit) for line in lines]
+    lines = [cut(line, limit) for line in _lines(span, events, limit)]
     anchors = _anchors(span, request.index_keywords, anchors_per_kind)
     return _fit(lines, anchors, request.count_tokens, budget)
 
@@ -80,10 +74,10 @@ def stub_text(request: SummaryRequest, anchors_per_kind: int) -> str:
 # --------------------------------------------------------------------------- the lines
 
 
-def _lines(span: Span, events: Sequence[Event]) -> list[str]:
+def _lines(span: Span, events: Sequence[Event], limit: int) -> list[str]:
     lines = [
         line
-        for line in (_request_line(span), _done_line(span, events), _outcome_line(span))
+        for line in (_request_line(span, limit), _done_line(span, events), _outcome_line(span))
         if line
     ]
     if not lines:
@@ -92,15 +86,33 @@ def _lines(span: Span, events: Sequence[Event]) -> list[str]:
     return lines
 
 
-def _request_line(span: Span) -> str | None:
+def _request_line(span: Span, limit: int) -> str | None:
+    """The chunk's request(s); a request longer than its share keeps its salient sentences."""
     if not span.requests:
         return None
     if len(span.requests) == 1:
         seq, text = span.requests[0]
-        return f"Request (seq {seq}): {_flat(text)}"
+        head = f"Request (seq {seq}): "
+        return head + _salient(text, limit - len(head))
     seqs = ", ".join(str(seq) for seq, _ in span.requests)
-    first, last = span.requests[0][1], span.requests[-1][1]
-    return f"Requests (seqs {seqs}): {cut(_flat(first), 200)} | latest: {cut(_flat(last), 200)}"
+    # The most salient of the earlier requests (a greeting is not what the chunk asked).
+    first = max(span.requests[:-1], key=lambda r: _best(r[1]))[1]
+    last = span.requests[-1][1]
+    head = f"Requests (seqs {seqs}): "
+    share = min(200, (limit - len(head) - 11) // 2)
+    return f"{head}{_salient(first, share)} | latest: {_salient(last, share)}"
+
+
+def _best(text: str) -> float:
+    return max((salience.score for _, salience in scored_sentences(text)), default=0.0)
+
+
+def _salient(text: str, limit: int) -> str:
+    """``text`` on one line; past ``limit`` characters, its most salient sentences."""
+    flat = _flat(text)
+    if len(flat) <= limit:
+        return flat
+    return excerpt(flat, max(limit, 40)) or cut(flat, max(limit, 40))
 
 
 def _done_line(span: Span, events: Sequence[Event]) -> str | None:
@@ -184,7 +196,8 @@ def _anchors(span: Span, index_keywords: Sequence[str], per_kind: int) -> list[_
     fresh = candidate_anchors(span)
     for kind in ANCHOR_KINDS:
         rank = 0
-        for anchor in fresh.get(kind, []):
+        for candidate in fresh.get(kind, []):
+            anchor = candidate.text
             if rank >= per_kind:
                 break
             if anchor in seen or _indexed(anchor, index):

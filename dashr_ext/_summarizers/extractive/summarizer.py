@@ -11,11 +11,10 @@ from pathlib import Path
 from ..._templates import state_sections, summary_sections
 from ...errors import ConfigError, DashrError, SummarizerError
 from ..base import SUMMARY_MODES, SummaryRequest, SummaryResult
-from .anchors import add_anchors
-from .items import N_SECTIONS, REQUEST, Items
+from .gather import Limits, gather
+from .items import N_SECTIONS
 from .reading import read_span
-from .render import fit, parse_summary
-from .sections import carry, carry_state, fill
+from .render import fit, parse_summary, summary_layout
 from .state import state_text
 from .stub import stub_text
 
@@ -26,13 +25,18 @@ class ExtractiveSummarizer:
     """Rule-based summaries: offline, deterministic, no key (the embedded default).
 
     It fills the eight sections of ``prompts/summarize.md`` (their headings are read
-    from the template) from the shadowed span by rules, never by a model:
+    from the template) from the shadowed span by rules, never by a model. Every sentence
+    is scored by what it says (:mod:`.salience`: rules and constraints, deadlines,
+    safety, goals, decisions, updates, errors, the literal values it carries), and the
+    bullets' priorities follow that score, with recency breaking ties:
 
     ==========================  ==================================================
     section                     filled from
     ==========================  ==================================================
-    Primary Request and Intent  the first user request verbatim (clipped at a line
-                                break), then every later user request
+    Primary Request and Intent  the first user request that is more than a greeting,
+                                verbatim (clipped at a line break; its most salient
+                                sentences when the budget is short), then the other
+                                user requests, ranked by salience
     Key Technical Concepts      identifiers the assistant quoted in backticks, most
                                 mentioned first
     Files and Code              the file operations of tool calls (the archive's
@@ -44,37 +48,53 @@ class ExtractiveSummarizer:
                                 pytest ``FAILED``, ``error:``), with the command
                                 that produced them and whether a later run of that
                                 command succeeded
-    Pending Jobs                a request still without a final answer; "TODO" /
-                                "still need to" sentences of the assistant
+    Pending Jobs                each request after the last final answer, by what it
+                                asks (its salient sentences); "TODO" / "still need
+                                to" sentences of the assistant
     Current Work                the last assistant text; the last commands run
-    Next Step                   the last "next / I'll / let me" sentence of the
-                                assistant, else the last command to continue from;
-                                ``(none)`` when the last request was answered
-    Critical Context            decision sentences ("because", "instead of", "the
-                                root cause is"…), commands run repeatedly (test and
-                                reproduction commands), context messages, and one
-                                keyword line of literal anchors grouped by kind
-                                (:func:`~.anchors.add_anchors`)
+    Next Step                   answering the user's request when the user spoke
+                                last, else the last "next / I'll / let me" sentence
+                                of the assistant, else the last command to continue
+                                from; the user's rules that bear on it. Left out
+                                when the last request was answered
+    Critical Context            the user's rules and constraints ("User rule (seq
+                                N): never deploy on Fridays") and decisions;
+                                decision sentences of the assistant ("because",
+                                "instead of", "the root cause is"…); commands run
+                                repeatedly; context messages; one ``Values —`` line
+                                of labelled values (:mod:`.facts`: ``cap: `$450`
+                                (was `$390`)``); one keyword line of literal anchors
+                                grouped by kind (:func:`~.anchors.add_anchors`)
     ==========================  ==================================================
+
+    A section with nothing to record is left out (no ``(none)`` bullet), and so is Next
+    Step once the last request was answered: the absence says the work is complete.
+
+    Values: a value stated for a label (a config key, or a user's "the cap is $390")
+    is kept as a labelled pair. A later statement about the same label replaces it; the
+    old value is shown only as ``(was …)``, and a bullet that still quotes it as
+    current is rewritten, or dropped when that was all it said.
 
     Merging: with a previous summary (``request.previous_summary``, or the text of a
     checkpoint node inside the span) its bullets are carried forward section by
     section, new bullets are added after them, and nothing is said twice: equal bullets
     collapse, a file's operations are added up, an error keeps its latest status, the
-    keyword line is one union, and Current Work / Next Step are replaced by the newer
-    state.
+    keyword line is one union, its labelled values are read back as values (so the span
+    updates them), and Current Work / Next Step are replaced by the newer state.
 
-    Budget: every bullet has a priority; while the rendered summary exceeds
-    ``request.max_summary_tokens`` (counted with ``request.count_tokens``) the
-    lowest-priority bullet is dropped. The output is a pure function of the request:
+    Budget: the output never exceeds ``request.max_summary_tokens`` (counted with
+    ``request.count_tokens``). Items are taken by priority; a long request or message
+    falls back to its most salient sentences before it is dropped, and a literal
+    anchor outranks low-salience prose. The output is a pure function of the request:
     the same input gives byte-identical output.
 
     **Stub mode** (``request.mode == "stub"``, SPEC §6.3) writes an index stub of the
-    span: up to three lines (``Request (seq N): …`` the chunk's user request(s),
-    ``Done: …`` the commands run, files touched or tools called, ``Outcome: …`` the last
-    command's failure or tally and the last assistant text), then one
-    ``Keywords: errors: …; paths: …; values: …; config: …; ids: …; commands: …`` line of
-    the span's literal anchors (at most ``anchors_per_kind`` of each kind) that no line of
+    span: up to three lines (``Request (seq N): …`` the chunk's user request(s), their
+    most salient sentences when long, ``Done: …`` the commands run, files touched or tools
+    called, ``Outcome: …`` the last command's failure or tally and the last assistant
+    text), then one ``Keywords: errors: …; paths: …; values: …; config: …; ids: …;
+    names: …; commands: …`` line of the span's literal anchors (at most
+    ``anchors_per_kind`` of each kind, most salient first) that no line of
     ``request.index_keywords`` already holds. Checkpoint nodes are skipped, the background
     state is never used. Each line is first held to its share of the budget (together
     about 60%, the rest is the keyword line's); over budget, anchors are dropped (least
@@ -82,12 +102,12 @@ class ExtractiveSummarizer:
 
     **State mode** (``request.mode == "state"``) writes the state checkpoint: the sections
     of ``prompts/state.md`` (Goal, Constraints, Decisions, Current State, Key Values, Open
-    Questions, Next Steps; headings read from the template) filled by the same rules, with
-    the user's rule-setting sentences as constraints. ``request.previous_summary`` is
-    merged as above, whether it is a previous state or an eight-section summary being
-    adopted (its sections are mapped: Primary Request → Goal, Files/Errors/Current Work →
-    Current State, Pending Jobs → Open Questions, Critical Context → Decisions or
-    Constraints, its keyword line → Key Values).
+    Questions, Next Steps; headings read from the template) filled by the same rules: the
+    user's rules are the constraints, the labelled values and anchors the key values.
+    ``request.previous_summary`` is merged as above, whether it is a previous state or an
+    eight-section summary being adopted (its sections are mapped: Primary Request → Goal,
+    Files/Errors/Current Work → Current State, Pending Jobs → Open Questions, Critical
+    Context → Decisions or Constraints, its values and keyword lines → Key Values).
 
     ``prompts_dir`` overrides where ``summarize.md`` and ``state.md`` (the section
     headings) are read from; the other options bound individual bullets, in characters.
@@ -144,17 +164,7 @@ class ExtractiveSummarizer:
         except DashrError as exc:
             raise SummarizerError(f"extractive summarizer: {exc}") from None
         if request.mode == "state":
-            return self._result(
-                state_text(
-                    request,
-                    sections,
-                    headings,
-                    anchors_per_kind=self.anchors_per_kind,
-                    first_request_chars=self.first_request_chars,
-                    request_chars=self.request_chars,
-                    current_work_chars=self.current_work_chars,
-                )
-            )
+            return self._result(state_text(request, sections, headings, self.limits()))
         if len(sections) != N_SECTIONS:
             raise SummarizerError(
                 f"extractive summarizer: summarize.md lists {len(sections)} sections "
@@ -163,22 +173,20 @@ class ExtractiveSummarizer:
         span = read_span(request)
         previous = [request.previous_summary] if request.previous_summary else []
         previous += span.previous
-        items = Items()
         old = [parse_summary(text, sections) for text in previous]
-        limit = max(160, request.max_summary_tokens)  # ~4 chars a token: a bullet ≤ ~1/4 budget
-        carry(items, old, span)
-        fill(
-            items,
-            span,
-            has_previous_request=any(o[REQUEST] for o in old),
-            first_request_chars=min(self.first_request_chars, limit),
-            request_chars=min(self.request_chars, limit),
-            current_work_chars=self.current_work_chars,
+        items = gather(span, old, self.limits())
+        text = fit(
+            items, summary_layout(sections), request.count_tokens, request.max_summary_tokens
         )
-        carry_state(items, old)
-        add_anchors(items, span, old, self.anchors_per_kind)
-        text = fit(items, sections, request.count_tokens, request.max_summary_tokens)
         return self._result(text)
+
+    def limits(self) -> Limits:
+        return Limits(
+            self.first_request_chars,
+            self.request_chars,
+            self.current_work_chars,
+            self.anchors_per_kind,
+        )
 
     def _result(self, text: str) -> SummaryResult:
         return SummaryResult(text=text, kind=self.kind, model=None)

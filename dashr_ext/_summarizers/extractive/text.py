@@ -10,6 +10,7 @@ import re
 
 __all__ = [
     "FILE_PATH",
+    "SECRET_KEY",
     "URLISH",
     "clip",
     "code",
@@ -23,6 +24,8 @@ __all__ = [
     "prose",
     "sentences",
     "tally_line",
+    "tool_output_facts",
+    "words",
 ]
 
 _EXT = (
@@ -36,6 +39,16 @@ FILE_PATH = re.compile(
     re.I,
 )
 URLISH = re.compile(r"^[a-z]+://|^www\.", re.I)
+SECRET_KEY = re.compile(
+    r"secret|passw|api[ _-]?key|private[ _-]?key|credential|token(?:$|[ _.-]?(?:id|value)\b)",
+    re.I,
+)
+"""A key whose value is not copied into a summary's labelled values."""
+
+
+def words(text: str) -> frozenset[str]:
+    """The set of the space-separated words of ``text`` (for word lists written as prose)."""
+    return frozenset(text.split())
 
 
 # --------------------------------------------------------------------------- clipping, quoting
@@ -102,7 +115,7 @@ def command_label(text: str, limit: int) -> str:
 # --------------------------------------------------------------------------- assistant prose
 
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9`\"'(\[$€£])|\n+")
 _ABBREVIATIONS = re.compile(r"\b(e\.g|i\.e|etc|vs|cf|approx|incl)\.", re.I)
 
 
@@ -112,15 +125,19 @@ def prose(text: str) -> str:
     return re.sub(r"^\s*(?:THOUGHT|Thought|THINKING)\s*:\s*", "", text)
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences of an assistant message's prose, list marks stripped, short ones left out."""
+def sentences(text: str, min_chars: int = 12) -> list[str]:
+    """The sentences of a message's prose, list marks stripped, those under ``min_chars`` left out.
+
+    A sentence ends at ``.``, ``!`` or ``?`` before a space (also before a lower-case word:
+    people type that way) or at a line break; ``e.g.``, ``i.e.`` and the like do not end one.
+    """
     out = []
     plain = _ABBREVIATIONS.sub(lambda m: m.group(1) + "\x00", prose(text))
     for raw in _SENTENCE.split(plain):
         sentence = raw.replace("\x00", ".").strip().lstrip("-*•> ").strip()
         sentence = re.sub(r"^\d+[.)]\s+", "", sentence)
         sentence = re.sub(r"^\*\*[^*]{1,40}\*\*:?\s*", "", sentence).strip()
-        if len(sentence) >= 12 and re.search(r"[A-Za-z]", sentence):
+        if len(sentence) >= min_chars and re.search(r"[A-Za-z]", sentence):
             out.append(sentence)
     return out
 
@@ -196,3 +213,38 @@ def tally_line(text: str) -> str | None:
     """The test runner's last tally line (``1 failed, 4 passed in 0.31s``), if any."""
     matches = _TEST_SUMMARY.findall(text[-4000:])
     return one_line(matches[-1].strip("= "), 160) if matches else None
+
+
+_SECTION_LINE = re.compile(r"^[ \t]*(?:\d+\t)?\[([A-Za-z_][\w.-]*)\][ \t]*$", re.M)
+_KV_LINE = re.compile(
+    r"^[ \t]*(?:\d+\t)?(?P<key>[A-Za-z_][\w.-]*)[ \t]*(?P<sep>=|:)[ \t]*"
+    r"(?P<value>\"[^\"\n]{0,60}\"|'[^'\n]{0,60}'|[^\s#,;()\[\]{}\"']{1,60})[ \t]*(?:#[^\n]*)?\r?$",
+    re.M,
+)
+
+
+def tool_output_facts(text: str, limit: int = 20) -> list[tuple[str, str]]:
+    """``(key, value)`` pairs a tool printed: a dotted or ``UPPER_CASE`` key set to a value on
+    a line of its own, or any key under a ``[section]`` header (``section.key``)."""
+    if "=" not in text and ":" not in text:
+        return []
+    text = text[:200_000]
+    sections = [(m.start(), m.group(1)) for m in _SECTION_LINE.finditer(text)]
+    out: list[tuple[str, str]] = []
+    for m in _KV_LINE.finditer(text):
+        key, value = m.group("key"), m.group("value").strip("'\"")
+        if not value or SECRET_KEY.search(key):
+            continue
+        dotted = "." in key.strip(".")
+        upper = bool(re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+", key))
+        if m.group("sep") == ":" and not (dotted or upper):
+            continue
+        if not (dotted or upper):
+            section = next((name for at, name in reversed(sections) if at < m.start()), None)
+            if section is None or m.group("sep") != "=":
+                continue
+            key = f"{section}.{key}"
+        out.append((key, value))
+        if len(out) >= limit:
+            break
+    return out

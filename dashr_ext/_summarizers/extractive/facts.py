@@ -1,0 +1,430 @@
+"""Labelled values: what a named thing was set to, and what a later statement changed it to
+(SPEC §5.2).
+
+A statement gives a label and a value: a config key with its value (``retry.max_attempts =
+5``, ``RETRY_CAP=40``, a ``key = value`` line under a ``[section]`` of printed settings), or a
+user's sentence that names a thing and a typed literal (:func:`~.anchors.typed_literals`):
+"the cap is $390", "keep the gateway timeout at 30 s", "raise the cap from $390 to $450".
+The values are kept as labelled pairs (``cap: `$450```), so a value survives when the
+sentence that stated it does not fit. A later statement about the same label replaces the
+value: the older one is kept only as ``(was `$390`)``, and a bullet that still quotes it
+as current is rewritten (or dropped when that statement was all it said). A previous
+summary's ``Values —`` line is read back into the same pairs, so a later pass updates a
+value instead of quoting the old one again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .anchors import bounded, typed_literals
+from .items import CRITICAL, NEXT, PENDING, VALUES, Item, Items
+from .salience import score
+from .text import SECRET_KEY, code, sentences, words
+
+__all__ = ["Fact", "Facts", "parse_values", "render_fact", "rewrite", "statements"]
+
+# The literal types a sentence may give a label as its value.
+_FACT_TYPES = frozenset(
+    {"money", "number", "date", "time", "timezone", "region", "version", "host", "branch",
+     "person", "ticket", "email", "uuid", "hash", "path"}
+)  # fmt: skip
+_BARE_NUMBER = re.compile(r"(?<![\w.$€£¥/:-])\d+(?:\.\d+)?(?![\w%/:-]|\.\d)")
+_LINK_WORDS = (
+    r"is|are|was|were|stays?|remains?|becomes?|equals?|should be|must be|must stay(?: at)?|"
+    r"will be|to be|has to be|needs to be|(?:is |was )?(?:set|changed|moved|raised|lowered|"
+    r"increased|decreased|reduced|bumped|switched|updated|pinned|fixed) to|goes to|at|of|to|"
+    r"now|currently|still|no longer|not|exactly|only"
+)
+# The end of the text before a value: a label, then link words ("the cap is now", "region:").
+_LINK = re.compile(
+    r"(?:^|(?<=[\s(]))(?P<label>[A-Za-z_][\w.'/-]*(?:[ \t]+[A-Za-z_][\w.'/-]*){0,4}?)[ \t]*"
+    rf"(?P<link>(?:(?:\b(?:{_LINK_WORDS})\b|[=:])[ \t]*)+)$",
+    re.I,
+)
+_CLAUSE = re.compile(
+    r"[,;()\[\]]|—|–|\b(?:and|but|or|while|which|that|who|where|so|then|when|if)\b", re.I
+)
+# Words that introduce a thing ("the cap", "keep the backoff", "raise our limit").
+_INTRODUCERS = words(
+    "the a an our my your its their this these those keep set raise raised lower lowered "
+    "increase increased decrease decreased reduce reduced bump bumped change changed move "
+    "moved switch switched update updated pin pinned make use"
+)
+_LEAD_WORDS = _INTRODUCERS | words(
+    "please we i you they also just then now actually let's lets should must will can to "
+    "from with for in on by is are be new current default"
+)
+# A value after these is stated of whatever came before ("the cap is", "region:"); after a
+# preposition only of a thing the sentence introduced ("keep the backoff at 250 ms", not
+# "compute_backoff starts at 250 ms").
+_COPULA = re.compile(
+    r"\b(?:is|are|was|were|stays?|remains?|becomes?|equals?|be|set|changed|moved|raised|"
+    r"lowered|increased|decreased|reduced|bumped|switched|updated|pinned|fixed)\b|[=:]",
+    re.I,
+)
+_PRONOUNS = words("it this that which they he she there here what these those one")
+_NEGATED = re.compile(r"\b(?:no longer|not)\b", re.I)
+_UPDATE_CUE = re.compile(
+    r"\b(?:now|instead|changed?|no longer|updated?|raised?|lowered?|increased?|decreased?|"
+    r"reduced?|bumped?|moved?|switched?|from now on|actually|correction)\b",
+    re.I,
+)
+_FROM = re.compile(r"\bfrom[ \t]+$", re.I)
+_SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3}
+_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 46.0}
+_LITERAL_VALUE = re.compile(
+    r"[-+]?\d[\d_.,]*[A-Za-z%]{0,3}|\"[^\"]*\"|'[^']*'|true|false|yes|no|on|off|none|null",
+    re.I,
+)
+_PLAIN_VALUE = re.compile(r"[\w.:/@+%~-]+|\"[^\"]*\"|'[^']*'")
+_TO = re.compile(r"^[ \t]+to[ \t]+$", re.I)
+
+
+@dataclass
+class Fact:
+    """The current value of one label, and the values it had before."""
+
+    label: str
+    key: tuple[str, ...]
+    value: str
+    order: float
+    source: int
+    """Who stated it last: 0 a previous summary, 1 the user, 2 the assistant, 4 tool output."""
+    was: list[str] = field(default_factory=list)
+
+
+def _key(label: str) -> tuple[str, ...]:
+    return tuple(w for w in re.split(r"[\s._-]+", label.lower().strip("-")) if w)
+
+
+def _is_config(label: str) -> bool:
+    return bool(re.search(r"[._]|^[A-Z0-9-]+$", label.strip("-")))
+
+
+class Facts:
+    """The labelled values stated so far, in statement order."""
+
+    def __init__(self) -> None:
+        self.facts: list[Fact] = []
+
+    def state(
+        self,
+        label: str,
+        value: str,
+        order: float,
+        source: int,
+        cue: bool = False,
+        was: tuple[str, ...] = (),
+    ) -> None:
+        """Record that ``label`` is ``value`` as of ``order`` (``was``: values it had)."""
+        key = _key(label)
+        if not key or not value:
+            return
+        fact = self._find(key, label, cue or source == 0)
+        if fact is None:
+            self.facts.append(Fact(label, key, value, order, source, list(was)))
+            return
+        if value == fact.value:  # said again: the weightier source, the later time
+            fact.order = max(fact.order, order)
+            fact.source = min(fact.source, source, key=_SHOWN_FIRST.__getitem__)
+            fact.was = [w for w in dict.fromkeys([*fact.was, *was]) if w != value][-2:]
+            return
+        if order < fact.order:  # an older statement: at most a value it used to have
+            if value not in fact.was:
+                fact.was.insert(0, value)
+            return
+        for old in (*was, fact.value):
+            if old != value and old not in fact.was:
+                fact.was.append(old)
+        fact.was = [w for w in fact.was if w != value][-2:]
+        if len(label) > len(fact.label) and not _is_config(fact.label):
+            fact.label = label
+        fact.value, fact.order = value, order
+        fact.source = source if source else fact.source
+
+    def _find(self, key: tuple[str, ...], label: str, loose: bool) -> Fact | None:
+        for fact in reversed(self.facts):
+            if fact.key == key:
+                return fact
+        if not loose or _is_config(label):
+            return None
+        for fact in reversed(self.facts):  # "the cap" is "the spending cap" when it changes
+            if _is_config(fact.label):
+                continue
+            short, long_ = sorted((key, fact.key), key=len)
+            if long_[-len(short) :] == short:
+                return fact
+        return None
+
+    def pairs(self) -> frozenset[str]:
+        """``label=value`` of every fact, spaces removed (to leave their literals out)."""
+        return frozenset(re.sub(r"\s", "", f"{f.label}={f.value}") for f in self.facts)
+
+    def current(self) -> set[str]:
+        return {f.value for f in self.facts}
+
+    def stale(self) -> dict[str, Fact]:
+        """Old values (no label's current value) → the fact whose value replaced them."""
+        now = self.current()
+        return {w: f for f in self.facts for w in f.was if w not in now}
+
+    def read(self, text: str, order: float, source: int) -> None:
+        """Record every statement of ``text`` (see :func:`statements`)."""
+        for i, (label, value, was, cue) in enumerate(statements(text, source)):
+            self.state(label, value, order + i * 1e-4, source, cue, was)
+
+    def add_to(self, items: Items, limits: dict[int, int]) -> None:
+        """Add the labelled values as items: at most ``limits[source]`` of each source (the
+        newest), shown the user's first, each source in statement order."""
+        chosen: list[Fact] = []
+        counts: dict[int, int] = {}
+        for fact in sorted(self.facts, key=lambda f: -f.order):
+            counts[fact.source] = counts.get(fact.source, 0) + 1
+            if counts[fact.source] <= limits.get(fact.source, 8):
+                chosen.append(fact)
+        newest = {id(f): rank for rank, f in enumerate(sorted(chosen, key=lambda f: f.order))}
+        for fact in sorted(chosen, key=lambda f: (_SHOWN_FIRST.get(f.source, 9), f.order)):
+            priority = _VALUE_PRIORITY.get(fact.source, 46.0) + (4.0 if fact.was else 0.0)
+            priority += newest[id(fact)] * 0.01  # the later of equals outlives the earlier
+            items.value(fact.label, render_fact(fact), priority, carried=fact.source == 0)
+
+    def resolve(self, items: Items) -> set[str]:
+        """Rewrite or drop bullets that quote a replaced value as current; the stale values.
+
+        A bullet of the user's rules, decisions, pending jobs or next step that said nothing
+        but the old value is dropped; any other bullet gets ``new (was old)`` in place of
+        the old value (outside inline code, in sentences that name the label and do not
+        already hold the new value).
+        """
+        stale = self.stale()
+        if not stale:
+            return set()
+        for item in list(items.items):
+            if item.anchor_kind is not None or item.label is not None:
+                continue
+            if not any(old in item.text for old in stale):
+                continue
+            if item.section in (CRITICAL, PENDING, NEXT) and _only_stale(item.text, stale):
+                items.remove(item)
+                continue
+            _rewrite_item(item, stale)
+        return set(stale)
+
+
+def render_fact(fact: Fact) -> str:
+    """``label: `value``` with up to two earlier values as ``(was `a`, `b`)``."""
+    text = f"{fact.label}: {code(fact.value)}"
+    if fact.was:
+        text += " (was " + ", ".join(code(w) for w in fact.was[-2:]) + ")"
+    return text
+
+
+_CODE = r"(?:``\s.+?\s``|`[^`]+`)"
+_PAIR = re.compile(
+    rf"^(?P<label>[^:;`]+?): (?P<value>{_CODE})(?: \(was (?P<was>{_CODE}(?:, {_CODE})*)\))?$"
+)
+
+
+def _uncode(text: str) -> str:
+    match = re.fullmatch(r"``\s(.+?)\s``|`([^`]+)`", text.strip())
+    return (match.group(1) or match.group(2)) if match else text.strip()
+
+
+def parse_values(bullet: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The ``(label, value, was)`` pairs of a ``Values —`` line."""
+    body = bullet[len(VALUES) :].strip() if bullet.startswith(VALUES) else bullet
+    out = []
+    for part in re.split(rf"; (?=[^;`]+: {_CODE})", body):
+        match = _PAIR.match(part.strip())
+        if match:
+            was = tuple(_uncode(w) for w in re.findall(_CODE, match.group("was") or ""))
+            out.append((match.group("label").strip(), _uncode(match.group("value")), was))
+    return out
+
+
+# --------------------------------------------------------------------------- statements
+
+
+def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """``(label, value, was, update cue)`` of every statement of a value in ``text``.
+
+    Config literals (``key = value``) count from anyone; a sentence that names a thing and
+    then a value ("the cap is $390", "region: eu-west-1") counts from the user (``source``
+    1) and from a previous summary (0). "(was …)" notes are not statements.
+    """
+    text = re.sub(rf"\s\(was {_CODE}(?:, {_CODE})*\)|\s\(was [^()\n]{{1,80}}\)", "", text)
+    out: list[tuple[str, str, tuple[str, ...], bool]] = []
+    prose = source in (0, 1)
+    text = bounded(text)
+    for sentence in sentences(text, min_chars=4) if prose else [text]:
+        cue = bool(_UPDATE_CUE.search(sentence))
+        literals = typed_literals(sentence)
+        for lit in literals:
+            if lit.type == "config" and "=" in lit.value and not lit.value.startswith("--"):
+                key, _, value = lit.value.partition("=")
+                key, value = key.strip(), value.strip().strip("'\"")
+                if _config_fact(key, value, prose):
+                    out.append((key, value, (), cue))
+        if not prose:
+            continue
+        values = [(lit.start, lit.end, lit.value) for lit in literals if lit.type in _FACT_TYPES]
+        taken = [(lit.start, lit.end) for lit in literals]
+        values += [
+            (m.start(), m.end(), m.group(0))
+            for m in _BARE_NUMBER.finditer(sentence)
+            if not any(a <= m.start() < b for a, b in taken)
+        ]
+        values.sort()
+        last_label: str | None = None
+        previous_end = 0
+        previous_value: str | None = None
+        for start, end, value in values:
+            before = sentence[previous_end:start]
+            if (
+                previous_value is not None
+                and _TO.match(before)
+                and out
+                and out[-1][1] == previous_value
+            ):
+                # "from $390 to $450": the statement just read gave the old value
+                label, _, _, _ = out.pop()
+                out.append((label, value, (previous_value,), True))
+                previous_end, previous_value = end, value
+                continue
+            found = _label_before(sentence[max(0, start - 80) : start])
+            previous_end, previous_value = end, value
+            if found is None:
+                continue
+            label, negated = found
+            if label.lower() in _PRONOUNS:
+                if last_label is None:
+                    continue
+                label = last_label
+            last_label = label
+            if negated:  # "the cap is no longer $390": an old value, not a current one
+                out.append((label, "", (value,), True))
+                continue
+            out.append((label, value, (), cue))
+    return _fold_negations(out)
+
+
+def _config_fact(key: str, value: str, prose: bool) -> bool:
+    """Whether a ``key=value`` literal states a value worth a label (never a secret's)."""
+    if not _PLAIN_VALUE.fullmatch(value) or SECRET_KEY.search(key):
+        return False
+    return not _passes_a_name(key, value) if prose else _is_value(key, value)
+
+
+def _is_value(key: str, value: str) -> bool:
+    """Whether code's ``key=value`` sets a value (``retries=5``), not passes a name along
+    (``condition=condition``, ``self.x = x``)."""
+    if _passes_a_name(key, value):
+        return False
+    if _LITERAL_VALUE.fullmatch(value):
+        return True
+    return any(lit.type != "identifier" for lit in typed_literals(value))
+
+
+def _passes_a_name(key: str, value: str) -> bool:
+    return key.startswith("self.") or value.startswith("self.") or value == key.split(".")[-1]
+
+
+def _fold_negations(
+    found: list[tuple[str, str, tuple[str, ...], bool]],
+) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """ "The cap is no longer $390, it is $450": a negated value is the next one's ``was``."""
+    out: list[tuple[str, str, tuple[str, ...], bool]] = []
+    retired: dict[str, tuple[str, ...]] = {}
+    for label, value, was, cue in found:
+        if not value:
+            retired[label] = retired.get(label, ()) + was
+            continue
+        out.append((label, value, retired.pop(label, ()) + was, cue or label in retired))
+    return out
+
+
+def _label_before(prefix: str) -> tuple[str, bool] | None:
+    """The label the text before a value ends with, and whether it was negated."""
+    cut = 0
+    for m in _CLAUSE.finditer(prefix):
+        cut = m.end()
+    clause = prefix[cut:]
+    if _FROM.search(clause):
+        clause = _FROM.sub("", clause).rstrip() + " to "
+    match = _LINK.search(clause)
+    if match is None:
+        return None
+    words = match.group("label").split()
+    introduced = False
+    while words and words[0].lower().strip("'") in _LEAD_WORDS:
+        introduced = introduced or words[0].lower() in _INTRODUCERS
+        words.pop(0)
+    if not introduced and not _COPULA.search(match.group("link")):
+        return None
+    while words and words[-1].lower() in _LEAD_WORDS:
+        words.pop()
+    label = " ".join(words).strip(".'-")
+    pronoun = label.lower() in _PRONOUNS
+    if not pronoun and (
+        len(label) > 40 or not re.search(r"[A-Za-z]{3}|[A-Za-z][._][A-Za-z]", label)
+    ):
+        return None
+    if SECRET_KEY.search(label):
+        return None
+    return label, bool(_NEGATED.search(match.group("link")))
+
+
+# --------------------------------------------------------------------------- rewriting
+
+
+def _only_stale(text: str, stale: dict[str, Fact]) -> bool:
+    """Whether a bullet states only replaced values and sets no rule besides."""
+    found = statements(text)
+    if not found or any(value not in stale for _, value, _, _ in found):
+        return False
+    body = re.sub(r"^[^:]{0,60}\(seq[^)]*\):\s*", "", text)
+    return not any(score(s).rule >= 6.0 and not _mentions_only(s, stale) for s in sentences(body))
+
+
+def _mentions_only(sentence: str, stale: dict[str, Fact]) -> bool:
+    """A sentence whose rule words are about the stale value itself ("a cap of at most $390")."""
+    return any(old in sentence for old in stale) and not re.search(
+        r"\b(?:never|always|do not|don't|must not|mustn't)\b", sentence, re.I
+    )
+
+
+def _rewrite_item(item: Item, stale: dict[str, Fact]) -> None:
+    item.text = rewrite(item.text, stale)
+    item.variants = tuple(rewrite(v, stale) for v in item.variants)
+
+
+def rewrite(text: str, stale: dict[str, Fact]) -> str:
+    """``text`` with each stale value quoted as current replaced by ``new (was old)``.
+
+    Inline code (a command, an error line) and a bullet's ``(seq N)`` / ``×N`` marks are
+    quoted as they were.
+    """
+    parts = re.split(r"(``\s.+?\s``|`[^`\n]+`|\(seqs? [^)]*\)|×\d+)", text)
+    for i in range(0, len(parts), 2):  # the even parts are the prose
+        parts[i] = _rewrite_prose(parts[i], stale)
+    return "".join(parts)
+
+
+def _rewrite_prose(text: str, stale: dict[str, Fact]) -> str:
+    for old in sorted(stale, key=len, reverse=True):
+        if old not in text:
+            continue
+        fact = stale[old]
+        pattern = re.compile(rf"(?<![\w.$€£¥]){re.escape(old)}(?![\w]|\.\d)(?! \(was)")
+        pieces = re.split(r"(?<=[.!?])\s+|\n", text)
+        out = text
+        for sentence in pieces:
+            if not pattern.search(sentence) or fact.value in sentence:
+                continue
+            if not re.search(rf"(?<![a-z0-9]){re.escape(fact.key[-1])}", sentence, re.I):
+                continue  # the sentence is about something else
+            out = out.replace(sentence, pattern.sub(f"{fact.value} (was {old})", sentence))
+        text = out
+    return text

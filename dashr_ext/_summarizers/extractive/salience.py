@@ -1,0 +1,253 @@
+"""Salience: how much a sentence matters to the work that continues (SPEC §5.2).
+
+A sentence is scored by what it says, never by where it stands: rules and constraints
+(``never``, ``must``, ``at most``, deadlines, limits), safety and policy, goals and
+acceptance criteria, decisions and their reasons, updates of a value, errors and fixes,
+and the literal values it carries (:func:`~.anchors.typed_literals`). Greetings, thanks and
+acknowledgements score nothing. Where two sentences score the same, the caller breaks the
+tie by recency.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from .anchors import LITERAL_WEIGHTS, Literal, bounded, clear_literal_cache, typed_literals
+from .text import sentences
+
+__all__ = [
+    "RULE_SCORE",
+    "Salience",
+    "clear_caches",
+    "excerpt",
+    "is_trivial",
+    "says_decision",
+    "score",
+    "scored_sentences",
+]
+
+_STRONG_RULE = re.compile(
+    r"^only\b|(?:^|[,;:]\s*|\bplease\s+|\band\s+)(?:do not|don't)\b|"
+    r"\b(?:never|must(?:n't| not)?|always|"
+    r"under no circumstances|not allowed|forbidden|prohibited|no (?:more|less|fewer|later|"
+    r"earlier) than|at (?:most|least)|mandatory|required|make sure|ensure|only ever|"
+    r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap)|no exceptions?)\b",
+    re.I,
+)
+_WEAK_RULE = re.compile(
+    r"\b(?:only|should(?:n't| not)?|avoid|keep|without|prefer\w*|limit\w*|caps?|capped|"
+    r"max(?:imum)?|min(?:imum)?|budget|quota|threshold|rate[- ]limit\w*|policy|rule|"
+    r"convention|style)\b",
+    re.I,
+)
+# A limit stated as such ("the cap is $390", "keep the backoff at 250 ms").
+_LIMIT = re.compile(
+    r"\b(?:cap|limit|budget|quota|maximum|minimum|threshold|deadline|timeout|ceiling|floor)"
+    r"\s+(?:is|are|was|of|at|=|:|stays|remains|must|should|will be|now)\b"
+    r"|\bkeep\b[^.;]{0,60}\b(?:at|to|under|below|above|within|as)\b"
+    r"|\b(?:stay|remain)s?\s+(?:at|under|below|above|within)\b",
+    re.I,
+)
+_DEADLINE = re.compile(
+    r"\b(?:deadline|due (?:on|by|date)|by (?:end of (?:day|week|month)|eod|eow|tomorrow|tonight|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|noon|midnight)|"
+    r"(?:before|until|after) (?:the )?(?:release|launch|freeze|monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday|tomorrow|\d|§)|on (?:mondays|tuesdays|wednesdays|thursdays|fridays|"
+    r"saturdays|sundays|weekends)|code freeze|freeze)\b",
+    re.I,
+)
+_SAFETY = re.compile(
+    r"\b(?:secrets?|credentials?|passwords?|api[ _-]?keys?|tokens?|private key|production|prod|"
+    r"deploy\w*|releas\w*|security|vulnerab\w*|pii|personal data|gdpr|hipaa|compliance|"
+    r"approv\w*|sign[- ]off|licen[cs]e\w*|backups?|data loss|rollback|roll back|migrations?|"
+    r"customers?|public api|breaking change|force[- ]push|main branch|master branch)\b",
+    re.I,
+)
+_GOAL = re.compile(
+    r"\b(?:goal|objective|acceptance|done when|success(?:ful)?|the task|requirements?|"
+    r"need(?:s|ed)? to|want(?:s|ed)? (?:to|you)|please|so that|expect(?:ed|s)?|should pass|"
+    r"make (?:the|it|sure)|i'd like|we need|your job)\b",
+    re.I,
+)
+_IMPERATIVE = re.compile(
+    r"^(?:please\s+)?(?:fix|add|implement|write|create|update|remove|delete|refactor|make|run|"
+    r"document|investigate|find|change|revert|test|deploy|migrate|build|set|use|rename|move|"
+    r"bump|release|keep|check|ensure|replace|support|handle|drop|upgrade|downgrade|configure|"
+    r"install|debug|profile|optimi[sz]e|measure|clean|split|merge|port|convert|generate|"
+    r"send|report|review|verify|investigate|restore|rollback|roll)\b",
+    re.I,
+)
+_DECISION = re.compile(
+    r"\b(?:decid\w*|decision|instead of|rather than|because|since (?:the|it|we)|we(?:'ll| will) "
+    r"use|let's use|go(?:ing)? with|chose|chosen|opt(?:ed)? for|switch(?:ed)? to|the (?:root "
+    r"cause|cause|issue|problem|bug|fix|solution) (?:is|was|here is|lies)|trade-?off|this means|"
+    r"so that|the correct (?:fix|approach|behaviou?r))\b",
+    re.I,
+)
+_UPDATE = re.compile(
+    r"\b(?:now|instead|changed? to|no longer|updated?|raised? to|lowered? to|increased? to|"
+    r"decreased? to|reduced? to|bumped? to|moved? to|switched? to|from now on|actually|"
+    r"correction|new value|not \S+ but)\b",
+    re.I,
+)
+_ERROR = re.compile(
+    r"\b(?:error|exception|traceback|fail(?:s|ed|ing|ure)?|broken|crash\w*|regression|bug|"
+    r"fix(?:es|ed)?|root cause|workaround|flaky)\b",
+    re.I,
+)
+_TRIVIAL = re.compile(
+    r"^(?:(?:hi|hello|hey|yo|thanks|thank you|thx|ty|great|good|ok|okay|cool|nice|perfect|"
+    r"awesome|sure|yes|yep|no|nope|right|alright|fine|got it|sounds good|looks good|lgtm|"
+    r"understood|well done|good job|nice work|cheers|please|go ahead|continue|go on|"
+    r"carry on|morning|good morning|hope you(?:'re| are) (?:well|doing well)|how are you|"
+    r"can you help(?: me)?(?: with something| out)?|could you help(?: me)?|i need (?:some )?help|"
+    r"help me|quick question|one more thing|thanks a lot|many thanks|appreciate it|again|"
+    r"there|all|team|folks|everyone|now|so|and|also|then)[\s,.!?:;)(-]*)+$",
+    re.I,
+)
+RULE_SCORE = 6.0
+"""A sentence scoring this much on rule cues states a rule or constraint."""
+
+
+@dataclass(frozen=True)
+class Salience:
+    """What a sentence says, and how much that weighs."""
+
+    score: float
+    rule: float
+    """Rule, constraint, deadline and safety weight (a rule at :data:`RULE_SCORE`)."""
+    goal: bool
+    decision: bool
+    update: bool
+    values: int
+    """How many typed literal values it carries (money, dates, versions, ids, hosts, …)."""
+    trivial: bool
+
+    @property
+    def is_rule(self) -> bool:
+        return self.rule >= RULE_SCORE
+
+
+@functools.lru_cache(maxsize=16384)
+def score(sentence: str) -> Salience:
+    """The salience of one sentence (see the module docstring)."""
+    text = sentence.strip()
+    if not text or _TRIVIAL.match(text):
+        return Salience(0.0, 0.0, False, False, False, 0, True)
+    literals = typed_literals(text)
+    values = sum(1 for lit in literals if LITERAL_WEIGHTS[lit.type] >= 4)
+    words = _masked(text, literals)  # a path "src/limits.py" sets no limit
+    rule = 0.0
+    if _STRONG_RULE.search(words):
+        rule += 6.0
+    if _LIMIT.search(words):
+        rule += 6.0
+    elif _WEAK_RULE.search(words):
+        rule += 4.0 if (values or re.search(r"\d", text)) else 2.0
+    if _DEADLINE.search(words):
+        rule += 5.0
+    safety = bool(_SAFETY.search(words))
+    if safety and rule:
+        rule += 2.0
+    goal = bool(_GOAL.search(words) or _IMPERATIVE.match(words))
+    decision = bool(_DECISION.search(words))
+    update = bool(_UPDATE.search(words)) and bool(literals)
+    total = rule
+    total += 3.0 if goal else 0.0
+    total += 4.0 if decision else 0.0
+    total += 3.0 if update else 0.0
+    total += 1.0 if safety else 0.0
+    total += 2.0 if _ERROR.search(text) else 0.0
+    total += min(sum(LITERAL_WEIGHTS[lit.type] for lit in literals) * 0.5, 6.0)
+    total += min(len(text), 200) / 100  # a little for saying more
+    return Salience(total, rule, goal, decision, update, values, False)
+
+
+def _masked(text: str, literals: tuple[Literal, ...]) -> str:
+    """``text`` with each literal replaced by ``§`` (cue words are read around them)."""
+    if not literals:
+        return text
+    parts: list[str] = []
+    end = 0
+    for lit in literals:
+        parts.append(text[end : lit.start] + "§")
+        end = lit.end
+    parts.append(text[end:])
+    return "".join(parts)
+
+
+def says_decision(sentence: str) -> bool:
+    """Whether a sentence has a decision cue (cheaper than :func:`score`)."""
+    return _DECISION.search(sentence) is not None
+
+
+def is_trivial(text: str) -> bool:
+    """Whether a message says nothing but greetings, thanks or a bare request for help."""
+    pieces = scored_sentences(text)
+    return all(salience.trivial for _, salience in pieces) if pieces else True
+
+
+def scored_sentences(text: str) -> tuple[tuple[str, Salience], ...]:
+    """The sentences of ``text`` with their salience, in order (of a long text, those of its
+    head and tail: see :func:`~.anchors.bounded`)."""
+    return _scored(bounded(text))
+
+
+@functools.lru_cache(maxsize=512)
+def _scored(text: str) -> tuple[tuple[str, Salience], ...]:
+    return tuple((s, score(s)) for s in sentences(text, min_chars=1))
+
+
+def excerpt(text: str, limit: int, keep: int = 0) -> str | None:
+    """The most salient sentences of ``text`` within ``limit`` characters, in their order.
+
+    Sentences are taken by salience (the earlier of equals first) while they fit; gaps are
+    marked `` … ``. ``keep`` caps how many are taken (0: as many as fit). None when ``text``
+    has no sentence that fits, or when the excerpt would be the whole text anyway.
+    """
+    pieces = scored_sentences(text)
+    if len(pieces) <= 1 and keep != 1:
+        return None
+    ranked = sorted(range(len(pieces)), key=lambda i: (-pieces[i][1].score, i))
+    chosen: list[int] = []
+    size = 0
+    texts = [sentence for sentence, _ in pieces]
+    for i in ranked:
+        if pieces[i][1].trivial:
+            break  # the rest says nothing
+        if not chosen and len(texts[i]) + 3 > limit:  # the most salient, cut to fit
+            cut = texts[i][: max(limit - 5, 20)]
+            texts[i] = (cut.rsplit(" ", 1)[0] if " " in cut[10:] else cut).rstrip() + " …"
+        length = len(texts[i]) + 3
+        if size + length > limit:
+            continue
+        chosen.append(i)
+        size += length
+        if keep and len(chosen) >= keep:
+            break
+    if not chosen or len(chosen) == len(pieces):
+        return None
+    chosen.sort()
+    out: list[str] = []
+    previous = -1
+    for i in chosen:
+        if i > previous + 1:
+            out.append("…")
+        out.append(texts[i])
+        previous = i
+    if previous != len(pieces) - 1 and not out[-1].endswith("…"):
+        out.append("…")
+    return " ".join(out)
+
+
+def clear_caches() -> None:
+    """Forget the memoized scores and literals (a benchmark measures a cold start).
+
+    The memos only save work: sentences and messages recur within a summary and across
+    passes. Their output is the same with or without them.
+    """
+    score.cache_clear()
+    _scored.cache_clear()
+    clear_literal_cache()
