@@ -40,6 +40,7 @@ __all__ = [
     "SESSIONS",
     "TAIL_FILLER_SHARE",
     "Fact",
+    "FactScore",
     "Outcome",
     "SurvivalSession",
     "make_session",
@@ -845,7 +846,7 @@ def stale_as_current(text: str, stale: str) -> bool:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The score of one replay (see :func:`score`)."""
+    """One replay: its budget, passes and request sizes, and the facts' score (:func:`score`)."""
 
     session: str
     budget_ratio: float
@@ -854,8 +855,11 @@ class Outcome:
     passes: int
     failed_passes: int
     over_budget: tuple[int, ...]
-    """Measured totals above the budget after a pass (the newest unit alone fitting it)."""
+    """Measured totals above the budget of the requests sent (after every pressure check,
+    passes or not), unless the newest unit alone is larger than the budget."""
     final_total: int
+    largest_request: int
+    """The largest measured total of a request sent."""
     present: dict[str, bool]
     """Fact key → its current value is verbatim in the final request."""
     stale: dict[str, bool]
@@ -940,17 +944,14 @@ def replay(
         in_memory=True,
     )
     over: list[int] = []
-    seen = 0
+    totals: list[int] = []
 
     def check() -> list[dict[str, Any]]:
-        nonlocal seen
         messages = d.request_messages()
-        done = sum(_passes(d))
-        if done > seen:
-            seen = done
-            total = d.measure().total
-            if total > budget and _newest_unit_tokens(d) <= budget:
-                over.append(total)
+        total = d.measure().total
+        totals.append(total)
+        if total > budget and _newest_unit_tokens(d) <= budget:
+            over.append(total)
         return messages
 
     start = len(session.messages) if check_from is None else check_from
@@ -959,19 +960,35 @@ def replay(
             check()
         d.record_openai(message)
     final = check()
-    return score(d, session, final, budget_ratio, budget, original, tuple(over)), d
+    facts = score(d, session, final)
+    passes, failed = _passes(d)
+    outcome = Outcome(
+        session=session.name,
+        budget_ratio=budget_ratio,
+        budget_tokens=budget,
+        original_tokens=original,
+        passes=passes,
+        failed_passes=failed,
+        over_budget=tuple(over),
+        final_total=totals[-1],
+        largest_request=max(totals),
+        present=facts.present,
+        stale=facts.stale,
+        not_found=facts.not_found,
+        kinds={f.key: f.kind for f in session.facts},
+    )
+    return outcome, d
 
 
-def score(
-    d: Dashr,
-    session: SurvivalSession,
-    final: Sequence[Mapping[str, Any]],
-    budget_ratio: float,
-    budget: int,
-    original: int,
-    over: tuple[int, ...],
-) -> Outcome:
-    """Score the final request ``final`` of a replay.
+@dataclass(frozen=True)
+class FactScore:
+    present: dict[str, bool]
+    stale: dict[str, bool]
+    not_found: tuple[str, ...]
+
+
+def score(d: Dashr, session: SurvivalSession, final: Sequence[Mapping[str, Any]]) -> FactScore:
+    """Score the facts of ``session`` in ``final``, the last request of a replay into ``d``.
 
     * present: the current value occurs verbatim (case kept, whitespace runs read as one
       space) anywhere in the request's text (contents and tool-call arguments).
@@ -982,36 +999,23 @@ def score(
     * found: ``history_search(value)`` lists the message that stated the value (by seq).
     """
     text = _squash("\n".join(message_text(m) for m in final))
-    present = {f.key: _squash(f.current) in text for f in session.facts}
     s = d.session
     checkpoint_texts = [
         s.event(q).message.text for q in s.surface if checkpoint_of(s.event(q)) is not None
     ]
-    stale = {
-        f.key: any(stale_as_current(t, f.stale) for t in checkpoint_texts)
-        for f in session.facts
-        if f.stale is not None
-    }
     seqs = _message_seqs(d)
-    not_found = tuple(
-        value
-        for value, index in session.stated_at.items()
-        if f"seq {seqs[index]} |" not in str(d.history_search(value, limit=20))
-    )
-    passes, failed = _passes(d)
-    return Outcome(
-        session=session.name,
-        budget_ratio=budget_ratio,
-        budget_tokens=budget,
-        original_tokens=original,
-        passes=passes,
-        failed_passes=failed,
-        over_budget=over,
-        final_total=d.measure().total,
-        present=present,
-        stale=stale,
-        not_found=not_found,
-        kinds={f.key: f.kind for f in session.facts},
+    return FactScore(
+        present={f.key: _squash(f.current) in text for f in session.facts},
+        stale={
+            f.key: any(stale_as_current(t, f.stale) for t in checkpoint_texts)
+            for f in session.facts
+            if f.stale is not None
+        },
+        not_found=tuple(
+            value
+            for value, index in session.stated_at.items()
+            if f"seq {seqs[index]} |" not in str(d.history_search(value, limit=20))
+        ),
     )
 
 

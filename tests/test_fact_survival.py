@@ -8,8 +8,8 @@ pressure check, ``max_summary_tokens`` left at its default), once with a single 
 end and once with the pressure check before every model turn from the point where five
 passes run (``survival_sessions.replay_passes``). Then:
 
-* after every pass the whole request (``d.measure().total``) is within the budget, unless
-  the newest unit alone is larger;
+* every request sent (after every pressure check, so after every pass) is within the
+  budget as a whole (``d.measure().total``), unless the newest unit alone is larger;
 * at 20%, at least 90% of the current values are verbatim in the final request;
 * no stale value is presented as current in a checkpoint (outside a ``(was …)``);
 * ``history_search`` finds every planted value, old and new, at the message stating it.
@@ -198,11 +198,9 @@ def test_the_passes_run(variant: int, ratio: float, passes: int) -> None:
 
 
 @pytest.mark.parametrize(("variant", "ratio", "passes"), RUNS)
-def test_the_whole_request_fits_the_budget_after_every_pass(
-    variant: int, ratio: float, passes: int
-) -> None:
+def test_every_request_fits_the_budget_as_a_whole(variant: int, ratio: float, passes: int) -> None:
     o = outcome(variant, ratio, passes)
-    assert o.over_budget == (), f"budget {o.budget_tokens}, totals after passes {o.over_budget}"
+    assert o.over_budget == (), f"budget {o.budget_tokens}, requests over it: {o.over_budget}"
     assert o.final_total <= o.budget_tokens
 
 
