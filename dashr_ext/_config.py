@@ -205,10 +205,14 @@ class CompactionConfig:
 
     @property
     def state_budget(self) -> int:
-        """``state_max_tokens``, or when None a sixteenth of the trigger within [256, 4096]."""
+        """``state_max_tokens``, or when None a sixteenth of the trigger within [512, 4096].
+
+        The cap holds the whole state node (framing, footer, marker) and the pointer, which
+        take ~250–450 tokens: below 512 little would be left for the state itself.
+        """
         if self.state_max_tokens is not None:
             return self.state_max_tokens
-        return min(4096, max(256, self.trigger_tokens // 16))
+        return min(4096, max(512, self.trigger_tokens // 16))
 
     @property
     def chunk_budget(self) -> int:

@@ -410,8 +410,8 @@ def test_overflow_leaves_only_the_newest_unit_and_is_one_shot(tmp_path: Path, cl
 
 
 def test_a_retry_never_condenses_only_the_previous_checkpoint(tmp_path: Path, clock: Any) -> None:
-    # The retained tail alone keeps the request over the trigger after the first pass: the
-    # retry finds nothing new before the tail and does not summarize the summary again.
+    # The newest unit alone keeps the request over the trigger after the first pass: the
+    # retry finds nothing new before it and does not summarize the summary again.
     summarizer = ScriptedSummarizer(size_from_budget=True)
     d = make(
         tmp_path,
@@ -423,9 +423,10 @@ def test_a_retry_never_condenses_only_the_previous_checkpoint(tmp_path: Path, cl
         compaction_retries=3,
     )
     record_steps(d, 24, chars=1600, user="go")
+    record_steps(d, 1, chars=40_000, first=24)  # ~10k tokens: over the trigger on its own
     d.request_messages()
     (only,) = d.checkpoints()
-    assert d.config.should_compact(d.measure().total)  # still over: the tail is large
+    assert d.config.should_compact(d.measure().total)  # still over: the newest unit is large
     assert len(summarizer.requests) == 1  # three retries allowed, none taken
     assert only.superseded_by is None
     for _ in range(3):  # later passes always condense new history with the checkpoint

@@ -141,6 +141,8 @@ class CompactionEngine:
         )
         self._ends_seen = 0
         self._deferred: int | None = None
+        self._extra = ExtraEnvelope()
+        """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
 
     # ------------------------------------------------------------------ measuring
 
@@ -157,6 +159,7 @@ class CompactionEngine:
         counted the whole envelope and nothing is added.
         """
         with self.session.lock:
+            self._extra = extra
             measured = self.meter.measure(self.session)
             if measured.anchored:
                 return measured
@@ -266,34 +269,45 @@ class CompactionEngine:
                 count_tokens=self.meter.count_text,
             )
 
+    def _pass_extra_tokens(self) -> int:
+        """Request tokens a pass adds besides its checkpoint: the recall tools' schemas, which
+        the request carries from the first checkpoint on."""
+        return 0 if self.has_checkpoint() else self._extra.recall_tokens
+
     def _summary_room(
         self,
         span: tuple[int, int],
         measurement: Measurement,
         budget: int,
         checkpoint_class: str | None = None,
+        *,
+        fit_room: bool = True,
     ) -> int:
         """What is left of ``budget`` for the summary text of a checkpoint over ``span``.
 
         One budget bounds all a pass adds to the request (SPEC §7.2): the framing, footer,
-        archive marker and pointer are subtracted first.
+        archive marker and pointer are subtracted first. ``fit_room=False`` skips the room
+        rule (a recallable pass replaces several regions, not just ``span``).
         """
         a, b = span
         seqs = self.session.surface[a : b + 1]
         tokens = sum(t for _seq, t in measurement.nodes[a : b + 1])
-        overhead = checkpoint_overhead(
-            seqs,
-            tokens,
-            next_seq=len(self.session),
-            count_tokens=self.meter.count_text,
-            checkpoint_class=checkpoint_class,
-            pointer=self._pointers is not None,
+        overhead = (
+            checkpoint_overhead(
+                seqs,
+                tokens,
+                next_seq=len(self.session),
+                count_tokens=self.meter.count_text,
+                checkpoint_class=checkpoint_class,
+                pointer=self._pointers is not None,
+            )
+            + self._pass_extra_tokens()
         )
         # What the pass keeps (envelope and retained tail) stays: the checkpoint gets at most
         # the room left under the trigger, so the request after the pass fits — unless even
         # the smallest checkpoint cannot, and then the summary keeps its whole budget.
         room = self.config.trigger_tokens - (measurement.total - tokens) - 1
-        if room >= overhead + MIN_SUMMARY_BODY:
+        if fit_room and room >= overhead + MIN_SUMMARY_BODY:
             budget = min(budget, room)
         return max(MIN_SUMMARY_BODY, budget - overhead)
 

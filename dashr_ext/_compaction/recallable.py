@@ -258,7 +258,11 @@ class RecallableEngine(CompactionEngine):
                 span=stale,
                 previous_summary=base,
                 max_summary_tokens=self._summary_room(
-                    (regions[-1].first, regions[-1].last), measurement, cfg.state_budget, "state"
+                    (regions[-1].first, regions[-1].last),
+                    measurement,
+                    cfg.state_budget,
+                    "state",
+                    fit_room=False,
                 ),
                 prefix_messages=prefix_messages(s, 0, last),
                 count_tokens=self.meter.count_text,
@@ -415,13 +419,13 @@ class RecallableEngine(CompactionEngine):
                     archive_reasoning=self.config.archive_reasoning,
                     count_tokens=self.meter.count_text,
                     checkpoint_class=plan.classes[i],
-                    extra=self._extra(plan, i),
+                    extra=self._summary_extra(plan, i),
                 )
             )
         return compositions
 
     @staticmethod
-    def _extra(plan: RecallablePlan, i: int) -> dict[str, Any] | None:
+    def _summary_extra(plan: RecallablePlan, i: int) -> dict[str, Any] | None:
         """Keys beyond the protocol's: the state's wider input range, a resumed pass."""
         extra: dict[str, Any] = {"resumes": True} if plan.resume else {}
         if plan.classes[i] == "state" and plan.requests[-1].span:

@@ -15,7 +15,13 @@ from .._events import Event
 from .._payloads import POINTER_SOURCE
 from .._turns import Unit
 
-__all__ = ["allowed_cuts", "has_new_content", "head_cut_for_overflow", "head_cut_for_retain"]
+__all__ = [
+    "allowed_cuts",
+    "has_new_content",
+    "head_cut_for_overflow",
+    "head_cut_for_retain",
+    "tighten_cut",
+]
 
 
 def allowed_cuts(units: Sequence[Unit], cuts: Sequence[bool]) -> list[int]:
@@ -81,3 +87,26 @@ def has_new_content(events: Iterable[Event]) -> bool:
         and not (e.type == "context/message" and e.message.source_kind == POINTER_SOURCE)
         for e in events
     )
+
+
+def tighten_cut(
+    units: Sequence[Unit], cuts: Sequence[bool], node_tokens: Sequence[int], cut: int, room: int
+) -> int:
+    """``cut`` moved toward the newest unit until the kept tail is at most ``room`` tokens.
+
+    The retain rule keeps the smallest tail reaching the retain budget; when that tail (an
+    oversize unit in it) leaves no room under the trigger for the checkpoint, fewer whole
+    units are kept, never fewer than the newest one. Returns ``cut`` when it already fits.
+    """
+    n = len(node_tokens)
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + node_tokens[i]
+    if suffix[cut] <= room:
+        return cut
+    newest = units[-1].start if units else cut
+    later = [k for k in allowed_cuts(units, cuts) if cut < k <= newest]
+    for k in later:
+        if suffix[k] <= room:
+            return k
+    return later[-1] if later else cut

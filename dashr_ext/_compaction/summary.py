@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._checkpoints import checkpoint_of
 from .engine import CompactionEngine
-from .selection import has_new_content, head_cut_for_retain
+from .selection import has_new_content, head_cut_for_retain, tighten_cut
 
 if TYPE_CHECKING:
     from .._meter import Measurement
@@ -25,7 +25,13 @@ class SummaryEngine(CompactionEngine):
     def select(self, measurement: Measurement, *, retry: bool = False) -> tuple[int, int] | None:
         s = self.session
         tokens = [t for _seq, t in measurement.nodes]
-        cut = head_cut_for_retain(s.units(), s.balanced_cuts(), tokens, self.config.retain_budget)
+        units, cuts = s.units(), s.balanced_cuts()
+        cut = head_cut_for_retain(units, cuts, tokens, self.config.retain_budget)
+        # Leave room under the trigger for the checkpoint: a tail swollen by an oversize unit
+        # keeps fewer whole units (never fewer than the newest).
+        checkpoint = self.config.summary_budget + self._pass_extra_tokens()
+        room = self.config.trigger_tokens - measurement.envelope - checkpoint - 1
+        cut = tighten_cut(units, cuts, tokens, cut, room)
         if not has_new_content(s.event(q) for q in s.surface[:cut]):
             return None  # only the previous checkpoint (and its pointer): nothing new
         deferred = self._deferred_until()

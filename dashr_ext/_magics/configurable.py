@@ -133,7 +133,7 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.state_max_tokens,
         allow_none=True,
         help="recallable engine: upper bound on the state checkpoint, in tokens (>= 128; "
-        "None: a sixteenth of the trigger, 256-4096).",
+        "None: a sixteenth of the trigger, 512-4096).",
     ).tag(config=True)
     stub_region_ratio = Float(
         COMPACTION_DEFAULTS.stub_region_ratio,
