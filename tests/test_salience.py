@@ -406,3 +406,37 @@ def test_output_is_deterministic_and_does_not_depend_on_hash_seeds() -> None:
         assert proc.returncode == 0, proc.stderr
         outputs.add(proc.stdout)
     assert len(outputs) == 1
+
+
+# --------------------------------------------------------------------------- fact survival
+
+
+def test_chit_chat_and_keep_going_rank_below_a_preference_and_are_no_rule() -> None:
+    """A request's rank is what it gives (rule, goal, value), not its length or recency."""
+    events = [
+        user(1, "We are moving the settlement job onto the new scheduler."),
+        assistant(2, "I'll start with the scheduler."),
+        user(3, "A preference of mine for this repo: squash merges with one-line subjects."),
+        assistant(4, "Noted."),
+        user(5, "Please reference ticket INC-20417 in every commit message for this work."),
+        assistant(6, "Noted."),
+        user(7, "The goal for this week is p99 latency under 250 ms."),
+        assistant(8, "Noted."),
+    ]
+    chat = (
+        "Ha, the coffee machine on the third floor is broken again, so I am running on tea "
+        "today. Anyway, no rush, carry on with what you were doing.",
+        "People keep arguing about it in the standup and I want to settle it before the end "
+        "of the week, it has gone on long enough.",
+        "Not your problem though, just keep going with the work.",
+        "Keep going with the next part.",
+    )
+    for i, line in enumerate(chat * 3):
+        events += [user(9 + 2 * i, line), assistant(10 + 2 * i, "Continuing.")]
+    text = run(events, budget=260)
+    for planted in ("squash merges with one-line subjects", "INC-20417", "p99 latency under 250"):
+        assert planted in text, planted
+    assert "coffee machine" not in text and "keep going with the work" not in text
+    critical = sections_of(run(events))["Critical Context"]
+    assert "coffee" not in critical and "standup" not in critical
+    assert "User goal (seq 7): The goal for this week is p99 latency under 250 ms." in critical
