@@ -77,14 +77,16 @@ _GOAL = re.compile(
 _IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:fix|add|implement|write|create|update|remove|delete|refactor|make|run|"
     r"document|investigate|find|change|revert|test|deploy|migrate|build|set|use|rename|move|"
-    r"bump|release|keep(?!\s+(?:going|on\b|at it))|check|ensure|replace|support|handle|drop|upgrade|downgrade|configure|"
+    r"bump|release|keep(?!\s+(?:going|on\b|at it))|check|ensure|replace|support|handle|drop|"
+    r"upgrade|downgrade|configure|"
     r"install|debug|profile|optimi[sz]e|measure|clean|split|merge|port|convert|generate|"
     r"send|report|review|verify|investigate|restore|rollback|roll)\b",
     re.I,
 )
 _DECISION = re.compile(
     r"\b(?:decid\w*|decision|instead of|rather than|because|since (?:the|it|we)|we(?:'ll| will) "
-    r"use|let's use|(?<!keep )go(?:ing)? with (?!the work)|chose|chosen|opt(?:ed)? for|switch(?:ed)? to|the (?:root "
+    r"use|let's use|(?<!keep )go(?:ing)? with (?!the work)|chose|chosen|opt(?:ed)? for|"
+    r"switch(?:ed)? to|the (?:root "
     r"cause|cause|issue|problem|bug|fix|solution) (?:is|was|here is|lies)|trade-?off|this means|"
     r"so that|the correct (?:fix|approach|behaviou?r))\b",
     re.I,
