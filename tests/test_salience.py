@@ -440,3 +440,45 @@ def test_chit_chat_and_keep_going_rank_below_a_preference_and_are_no_rule() -> N
     critical = sections_of(run(events))["Critical Context"]
     assert "coffee" not in critical and "standup" not in critical
     assert "User goal (seq 7): The goal for this week is p99 latency under 250 ms." in critical
+
+
+def _facts_said_by_assistant_and_tool() -> list[Event]:
+    log = "\n".join(
+        f"2026-02-{d:02d}T10:{d + 10}:00Z INFO api[{1000 + d}]: batch {d * 97} in {d} ms (req {d:012x})"
+        for d in range(1, 25)
+    )
+    events = [
+        user(1, "Move the settlement job onto the new scheduler."),
+        assistant(2, "Status: canary at 10% of traffic. I will keep watching."),
+        assistant(
+            3, "For the backfill I'll read from db-replica-07.internal, since the primary is busy."
+        ),
+        assistant(4, "Checking.", [("c1", "bash", {"command": "oncall show --team billing"})]),
+        tool(5, "c1", "team: billing\nprimary on-call this week: Priya Raman\nopen pages: 0"),
+        assistant(6, "Deploying.", [("c2", "bash", {"command": "make deploy-staging"})]),
+        tool(
+            7, "c2", "Step 1/3 : build\ndeployed build b49d95bb to staging (healthy after 3 checks)"
+        ),
+        assistant(8, "Again.", [("c3", "bash", {"command": "make deploy-staging"})]),
+        tool(
+            9, "c3", "Step 1/3 : build\ndeployed build 7e31c0aa to staging (healthy after 4 checks)"
+        ),
+        assistant(10, "Status update: canary at 50% of traffic. The error rate stayed flat."),
+    ]
+    for i in range(6):
+        seq = 11 + 3 * i
+        events += [
+            user(seq, "This is what I see on my machine, in case it helps:\n" + log),
+            assistant(seq + 1, "Tea works too! Offsites always take longer than the agenda says."),
+            user(seq + 2, "Keep going with the next part."),
+        ]
+    return events
+
+
+def test_facts_the_assistant_said_and_a_tool_printed_survive_and_the_newer_status_wins() -> None:
+    text = run(_facts_said_by_assistant_and_tool(), budget=420)
+    for value in ("canary at 50% of traffic", "db-replica-07.internal", "Priya Raman", "7e31c0aa"):
+        assert value in text, value
+    assert "canary at 10% of traffic" not in text and "b49d95bb" not in text
+    assert "Offsites always" not in sections_of(text)["Critical Context"]
+    assert "req 0000" not in text

@@ -73,7 +73,7 @@ _UPDATE_CUE = re.compile(
 )
 _FROM = re.compile(r"\bfrom[ \t]+$", re.I)
 _SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3}
-_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 46.0}
+_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 70.0}
 _LITERAL_VALUE = re.compile(
     r"[-+]?\d[\d_.,]*[A-Za-z%]{0,3}|\"[^\"]*\"|'[^']*'|true|false|yes|no|on|off|none|null",
     re.I,

@@ -12,6 +12,7 @@ import re
 
 from .anchors import bounded
 from .facts import Facts, parse_values
+from .notes import add_said_facts, printed_facts
 from .items import (
     CONCEPTS,
     CRITICAL,
@@ -229,6 +230,7 @@ def fill(
     _current(items, span, current_work_chars)
     _next(items, span)
     _critical(items, span)
+    add_said_facts(items, span)
 
 
 def read_facts(facts: Facts, span: Span) -> None:
@@ -241,6 +243,9 @@ def read_facts(facts: Facts, span: Span) -> None:
             facts.read(prose(text), float(seq), 2)
     for seq, key, value in span.tool_facts:
         facts.state(key, value, float(seq), 4)
+    for seq, _command, text in span.tool_outputs:
+        for key, value in printed_facts(text)[0]:
+            facts.state(key, value, float(seq), 4)
 
 
 def _concepts(items: Items, span: Span) -> None:

@@ -1,0 +1,133 @@
+"""Facts the assistant said and tool output printed: short fact bullets (SPEC §5.2).
+
+An assistant sentence that states a value, a constraint or a status ("Status: canary at 50%
+of traffic", "I'll read from db-replica-07.internal") becomes a bullet of Critical Context;
+a tool output line that states a value (``region = "eu-west-1"``, ``primary on-call: Priya
+Raman``, ``deployed build b49d95bb to staging``) becomes a labelled value or a bullet. Rows
+of a log or a listing (lines of one shape, repeated) state nothing. A later statement about
+the same subject (a status, a line of the same shape) replaces the earlier one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .anchors import LITERAL_WEIGHTS, typed_literals
+from .items import CRITICAL, Items
+from .reading import Span
+from .salience import score, substance
+from .text import clip, command_label, one_line, prose, sentences
+
+__all__ = ["add_said_facts", "printed_facts"]
+
+_STATUS = re.compile(r"^\s*(?:status(?: update)?|progress|current state)\s*:", re.I)
+_CONSTRAINT = re.compile(
+    r"\b(?:hard constraint|constraint|stays? unchanged|must(?: not)?|never|requirement)\b", re.I
+)
+_SUBJECT = re.compile(r"^\s*([A-Za-z][\w -]{0,30}?)\s*:")
+_SUBJECT_NOISE = re.compile(r"\b(?:update|updated|new|current|latest)\b", re.I)
+_KV = re.compile(
+    r'^\s*(?:[-*]\s+)?"?(?P<key>[A-Za-z][\w .-]{1,40}?)"?\s*(?::|=)\s*'
+    r'"?(?P<value>[^"]{1,60}?)"?\s*,?\s*$'
+)
+_NAME = re.compile(r"^[A-Z][a-z]+(?: [A-Z][a-z'-]+){1,2}$")
+_HEX = re.compile(r"\b[0-9a-f]{6,}\b")
+_MAX_PRINTED = 4
+_MAX_SAID = 10
+
+
+def _shape(line: str) -> str:
+    """A line with its values and words replaced: rows of one table share it."""
+    line = _HEX.sub("#", line)
+    line = re.sub(r"\d+", "#", line)
+    return " ".join(re.sub(r"[A-Za-z_]+", "w", line).split())
+
+
+def _weight(text: str) -> int:
+    """The weight of the weightiest typed literal of ``text`` (a name counts 4)."""
+    weights = [LITERAL_WEIGHTS[lit.type] for lit in typed_literals(text)]
+    return max(weights, default=4 if _NAME.match(text.strip()) else 0)
+
+
+def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The ``(key, value)`` lines and the other value lines a tool printed, weightiest first.
+
+    Lines of a shape that repeats (log lines, listing rows) and lines with several weighty
+    values are left out.
+    """
+    lines = [line for line in text.splitlines()[:400] if 4 < len(line.strip()) <= 120]
+    shapes: dict[str, int] = {}
+    for line in lines:
+        shapes[_shape(line)] = shapes.get(_shape(line), 0) + 1
+    pairs: list[tuple[int, int, str, str]] = []
+    others: list[tuple[int, int, str]] = []
+    for i, line in enumerate(lines):
+        if shapes[_shape(line)] >= 3:
+            continue
+        weighty = [lit for lit in typed_literals(line) if LITERAL_WEIGHTS[lit.type] >= 4]
+        if len(weighty) > 1:
+            continue
+        kv = _KV.match(line)
+        if kv is not None:
+            value = kv.group("value").strip()
+            weight = _weight(value)
+            if weight >= 4:
+                pairs.append((-weight, i, kv.group("key").strip(), value))
+            continue
+        if weighty:
+            others.append((-LITERAL_WEIGHTS[weighty[0].type], i, line.strip().rstrip(".")))
+    pairs.sort()
+    others.sort()
+    return (
+        [(key, value) for _, _, key, value in pairs[:_MAX_PRINTED]],
+        [line for _, _, line in others[:2]],
+    )
+
+
+def _said(text: str) -> list[tuple[str, float, str | None]]:
+    """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
+    out: list[tuple[str, float, str | None]] = []
+    for sentence in sentences(prose(text)):
+        salience = score(re.sub(r"`[^`]*`", "", sentence))  # a command quoted states nothing
+        if salience.trivial or salience.values >= 3:
+            continue
+        given = substance(salience)
+        status = _STATUS.match(sentence) is not None
+        constraint = _CONSTRAINT.search(sentence) is not None
+        changed = salience.update and re.search(r"\d", sentence) is not None
+        if not (status or constraint or changed or salience.values):
+            continue
+        subject = None
+        if status:
+            subject = "status"
+        elif (m := _SUBJECT.match(sentence)) is not None:
+            subject = _SUBJECT_NOISE.sub("", m.group(1)).strip().lower() or None
+        weight = min(given, 10.0) + (3.0 if status else 0.0) + (2.0 if constraint else 0.0)
+        out.append((sentence, weight, subject))
+    return out
+
+
+def add_said_facts(items: Items, span: Span) -> None:
+    """Critical Context bullets of the facts the assistant said and tools printed; a later
+    statement about the same subject replaces the earlier one."""
+    found: dict[str, tuple[float, int, str]] = {}
+    for seq, text, _ in span.assistant:
+        for sentence, weight, subject in _said(text):
+            key = "\0said\0" + (subject or sentence)
+            bullet = f"Assistant (seq {seq}): {one_line(sentence, 240)}"
+            found.pop(key, None)
+            found[key] = (74.0 + 0.4 * weight, seq, bullet)
+    for seq, command, text in span.tool_outputs:
+        _, lines = printed_facts(text)
+        label = command_label(command, 60) if command else "a tool"
+        for line in lines:
+            key = "\0printed\0" + _shape(line)
+            found.pop(key, None)
+            found[key] = (72.0, seq, f"Printed by `{label}` (seq {seq}): {clip(line, 160)}")
+    ranked = sorted(found.values(), key=lambda v: (-v[0], -v[1]))[:_MAX_SAID]
+    said = {bullet.split("): ", 1)[1] for _, _, bullet in ranked}
+    for item in list(items.items):  # a decision said as a fact: one bullet
+        if item.section == CRITICAL and item.text.removeprefix("Decision: ") in said:
+            items.remove(item)
+    for priority, seq, bullet in sorted(ranked, key=lambda v: v[1]):
+        items.add(CRITICAL, bullet, priority + seq * 1e-6)
