@@ -444,7 +444,8 @@ def test_chit_chat_and_keep_going_rank_below_a_preference_and_are_no_rule() -> N
 
 def _facts_said_by_assistant_and_tool() -> list[Event]:
     log = "\n".join(
-        f"2026-02-{d:02d}T10:{d + 10}:00Z INFO api[{1000 + d}]: batch {d * 97} in {d} ms (req {d:012x})"
+        f"2026-02-{d:02d}T10:{d + 10}:00Z INFO api[{1000 + d}]: batch {d * 97} in {d} ms "
+        f"(req {d:012x})"
         for d in range(1, 25)
     )
     events = [

@@ -12,7 +12,6 @@ import re
 
 from .anchors import bounded
 from .facts import Facts, parse_values
-from .notes import add_said_facts, printed_facts
 from .items import (
     CONCEPTS,
     CRITICAL,
@@ -27,6 +26,7 @@ from .items import (
     VALUES,
     Items,
 )
+from .notes import add_said_facts, printed_facts
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
     RULE_LABEL,
