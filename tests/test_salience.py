@@ -483,3 +483,23 @@ def test_facts_the_assistant_said_and_a_tool_printed_survive_and_the_newer_statu
     assert "canary at 10% of traffic" not in text and "b49d95bb" not in text
     assert "Offsites always" not in sections_of(text)["Critical Context"]
     assert "req 0000" not in text
+
+
+def test_an_update_under_another_label_replaces_the_value_by_its_subject() -> None:
+    """ "cap for the new jobs" and "spend cap" are one cap; "the freeze: it now starts" is the
+    code freeze; "move the deployment to …; that region" updates the region a tool printed."""
+    events = [
+        user(1, "Budget note: the spend cap for the new jobs is $390 per month."),
+        user(2, "Heads-up: the code freeze starts 2026-03-13, so merge before then."),
+        assistant(3, "Reading.", [("c1", "bash", {"command": "cat infra/main.tf"})]),
+        tool(4, "c1", 'provider "aws" {\n  region = "eu-west-1"\n}'),
+        user(5, "Finance approved more headroom: the spend cap is now $450 per month."),
+        user(6, "Release management moved the freeze: it now starts 2026-03-20."),
+        user(7, "We move the deployment to eu-central-1; plan against that region from now on."),
+        assistant(8, "Noted."),
+    ]
+    text = run(events)
+    for new in ("$450", "2026-03-20", "eu-central-1"):
+        assert new in text, new
+    for old in ("$390", "2026-03-13", "eu-west-1"):
+        assert only_as_was(text, old), (old, text)

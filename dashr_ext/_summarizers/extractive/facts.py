@@ -35,7 +35,7 @@ _LINK_WORDS = (
     r"is|are|was|were|stays?|remains?|becomes?|equals?|should be|must be|must stay(?: at)?|"
     r"will be|to be|has to be|needs to be|(?:is |was )?(?:set|changed|moved|raised|lowered|"
     r"increased|decreased|reduced|bumped|switched|updated|pinned|fixed) to|goes to|at|of|to|"
-    r"now|currently|still|no longer|not|exactly|only"
+    r"now|currently|still|no longer|not|exactly|only|starts|begins|ends|opens|closes|is due"
 )
 # The end of the text before a value: a label, then link words ("the cap is now", "region:").
 _LINK = re.compile(
@@ -61,7 +61,8 @@ _LEAD_WORDS = _INTRODUCERS | words(
 # "compute_backoff starts at 250 ms").
 _COPULA = re.compile(
     r"\b(?:is|are|was|were|stays?|remains?|becomes?|equals?|be|set|changed|moved|raised|"
-    r"lowered|increased|decreased|reduced|bumped|switched|updated|pinned|fixed)\b|[=:]",
+    r"lowered|increased|decreased|reduced|bumped|switched|updated|pinned|fixed|starts|begins|"
+    r"ends|opens|closes|due)\b|[=:]",
     re.I,
 )
 _PRONOUNS = words("it this that which they he she there here what these those one")
@@ -97,6 +98,17 @@ class Fact:
 
 def _key(label: str) -> tuple[str, ...]:
     return tuple(w for w in re.split(r"[\s._-]+", label.lower().strip("-")) if w)
+
+
+_PREPOSITIONS = words("for of in on per at to with from by about")
+
+
+def _head(key: tuple[str, ...]) -> str:
+    """The head noun of a label: "cap" of "cap for the new jobs" and of "spend cap"."""
+    for i, word in enumerate(key):
+        if i and word in _PREPOSITIONS:
+            return key[i - 1]
+    return key[-1]
 
 
 def _is_config(label: str) -> bool:
@@ -154,7 +166,7 @@ class Facts:
             if _is_config(fact.label):
                 continue
             short, long_ = sorted((key, fact.key), key=len)
-            if long_[-len(short) :] == short:
+            if long_[-len(short) :] == short or _head(key) == _head(fact.key):
                 return fact
         return None
 
@@ -173,7 +185,21 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`)."""
         for i, (label, value, was, cue) in enumerate(statements(text, source)):
+            if cue and self._find(_key(label), label, True) is None:
+                label = self._named(text, value) or label
             self.state(label, value, order + i * 1e-4, source, cue, was)
+
+    def _named(self, text: str, value: str) -> str | None:
+        """The label of a value of the same type that an update names by its key word ("we
+        move the deployment to eu-central-1; plan against that region" updates ``region``)."""
+        kind = _type_of(value)
+        if kind is None:
+            return None
+        said = {w.lower() for w in re.findall(r"[A-Za-z]\w+", text)}
+        for fact in reversed(self.facts):
+            if fact.key[-1] in said and _type_of(fact.value) == kind:
+                return fact.label
+        return None
 
     def add_to(self, items: Items, limits: dict[int, int]) -> None:
         """Add the labelled values as items: at most ``limits[source]`` of each source (the
@@ -211,6 +237,11 @@ class Facts:
                 continue
             _rewrite_item(item, stale)
         return set(stale)
+
+
+def _type_of(value: str) -> str | None:
+    found = typed_literals(value)
+    return found[0].type if len(found) == 1 and found[0].value == value else None
 
 
 def render_fact(fact: Fact) -> str:
@@ -300,6 +331,8 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
             label, negated = found
             if label.lower() in _PRONOUNS:
                 if last_label is None:
+                    last_label = _antecedent(sentence[:start])
+                if last_label is None:
                     continue
                 label = last_label
             last_label = label
@@ -308,6 +341,17 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
                 continue
             out.append((label, value, (), cue))
     return _fold_negations(out)
+
+
+_ANTECEDENT = re.compile(
+    r"\b(?:the|our|a|an)\s+([A-Za-z][\w-]{2,})\s*[:;,]\s*(?:it|this|that)\b[^:;,]*$", re.I
+)
+
+
+def _antecedent(before: str) -> str | None:
+    """What a pronoun stands for: "the freeze" of "moved the freeze: it now starts"."""
+    match = _ANTECEDENT.search(before)
+    return match.group(1) if match else None
 
 
 def _config_fact(key: str, value: str, prose: bool) -> bool:

@@ -234,18 +234,18 @@ def fill(
 
 
 def read_facts(facts: Facts, span: Span) -> None:
-    """The labelled values the span states: the user's sentences, config literals of the
-    assistant, settings tool output printed."""
-    for seq, text in span.requests:
-        facts.read(text, float(seq), 1)
-    for seq, text, _ in span.assistant:
-        if "=" in text:
-            facts.read(prose(text), float(seq), 2)
-    for seq, key, value in span.tool_facts:
-        facts.state(key, value, float(seq), 4)
+    """The labelled values the span states, in the order they were stated: the user's
+    sentences, config literals of the assistant, settings and values tool output printed."""
+    said: list[tuple[int, int, str, str]] = [(seq, 1, text, "") for seq, text in span.requests]
+    said += [(seq, 2, prose(text), "") for seq, text, _ in span.assistant if "=" in text]
+    said += [(seq, 4, key, value) for seq, key, value in span.tool_facts]
     for seq, _command, text in span.tool_outputs:
-        for key, value in printed_facts(text)[0]:
-            facts.state(key, value, float(seq), 4)
+        said += [(seq, 5, key, value) for key, value in printed_facts(text)[0]]
+    for seq, source, text, value in sorted(said, key=lambda s: (s[0], s[1])):
+        if source in (1, 2):
+            facts.read(text, float(seq), source)
+        else:
+            facts.state(text, value, float(seq), 4)
 
 
 def _concepts(items: Items, span: Span) -> None:
