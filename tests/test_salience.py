@@ -503,3 +503,30 @@ def test_an_update_under_another_label_replaces_the_value_by_its_subject() -> No
         assert new in text, new
     for old in ("$390", "2026-03-13", "eu-west-1"):
         assert only_as_was(text, old), (old, text)
+
+
+def test_across_passes_a_newer_fact_replaces_the_carried_one_and_carried_chatter_goes_first() -> (
+    None
+):
+    first = run(
+        [
+            user(1, "Move the settlement job onto the new scheduler."),
+            user(2, "The goal for this week is p99 latency under 250 ms."),
+            assistant(3, "Status: canary at 10% of traffic. I will keep watching."),
+            assistant(4, "Deploying.", [("c1", "bash", {"command": "make deploy-staging"})]),
+            tool(5, "c1", "deployed build b49d95bb to staging (healthy after 3 checks)"),
+            user(6, "Ha, the coffee machine on the third floor is broken again, so I am on tea."),
+            assistant(7, "Tea works too!"),
+        ]
+    )
+    assert "canary at 10% of traffic" in first and "coffee machine" in first
+    span = [
+        assistant(8, "Again.", [("c2", "bash", {"command": "make deploy-staging"})]),
+        tool(9, "c2", "deployed build 7e31c0aa to staging (healthy after 4 checks)"),
+        assistant(10, "Status update: canary at 50% of traffic."),
+    ]
+    text = run(span, previous=first, budget=200)
+    for value in ("canary at 50% of traffic", "7e31c0aa", "p99 latency under 250 ms"):
+        assert value in text, value
+    assert "canary at 10%" not in text and "b49d95bb" not in text
+    assert "coffee machine" not in text

@@ -18,7 +18,10 @@ from .reading import Span
 from .salience import score, substance
 from .text import clip, command_label, one_line, prose, sentences
 
-__all__ = ["add_said_facts", "printed_facts"]
+__all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed_facts"]
+
+FACT_PRIORITY = 72.0
+"""A fact bullet's priority (more for a weightier statement)."""
 
 _STATUS = re.compile(r"^\s*(?:status(?: update)?|progress|current state)\s*:", re.I)
 _CONSTRAINT = re.compile(
@@ -107,6 +110,21 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     return out
 
 
+_FACT_BULLET = re.compile(r"^(Assistant|Printed by `[^`]*`) \(seq \d+\): (.*)$", re.S)
+
+
+def fact_subject(bullet: str) -> str | None:
+    """What a fact bullet (of :func:`add_said_facts`) is about; None for another bullet."""
+    match = _FACT_BULLET.match(bullet)
+    if match is None:
+        return None
+    if match.group(1) != "Assistant":
+        return "\0printed\0" + _shape(match.group(2))
+    for sentence, _, subject in _said(match.group(2)) or [(match.group(2), 0.0, None)]:
+        return "\0said\0" + (subject or sentence)
+    return None
+
+
 def add_said_facts(items: Items, span: Span) -> None:
     """Critical Context bullets of the facts the assistant said and tools printed; a later
     statement about the same subject replaces the earlier one."""
@@ -116,14 +134,21 @@ def add_said_facts(items: Items, span: Span) -> None:
             key = "\0said\0" + (subject or sentence)
             bullet = f"Assistant (seq {seq}): {one_line(sentence, 240)}"
             found.pop(key, None)
-            found[key] = (74.0 + 0.4 * weight, seq, bullet)
+            found[key] = (FACT_PRIORITY + 2.0 + 0.4 * weight, seq, bullet)
     for seq, command, text in span.tool_outputs:
         _, lines = printed_facts(text)
         label = command_label(command, 60) if command else "a tool"
         for line in lines:
             key = "\0printed\0" + _shape(line)
             found.pop(key, None)
-            found[key] = (72.0, seq, f"Printed by `{label}` (seq {seq}): {clip(line, 160)}")
+            found[key] = (
+                FACT_PRIORITY,
+                seq,
+                f"Printed by `{label}` (seq {seq}): {clip(line, 160)}",
+            )
+    for item in list(items.items):  # a carried fact the span states anew
+        if item.carried and (key := fact_subject(item.text)) is not None and key in found:
+            items.remove(item)
     ranked = sorted(found.values(), key=lambda v: (-v[0], -v[1]))[:_MAX_SAID]
     said = {bullet.split("): ", 1)[1] for _, _, bullet in ranked}
     for item in list(items.items):  # a decision said as a fact: one bullet

@@ -17,6 +17,7 @@ from .salience import Salience, excerpt, is_trivial, scored_sentences, states_go
 from .text import clip, norm, one_line, words
 
 __all__ = [
+    "LOW_SALIENCE",
     "RULE_LABEL",
     "USER_DECISION_LABEL",
     "USER_GOAL_LABEL",
@@ -29,7 +30,7 @@ __all__ = [
 
 RULE_LABEL = "User rule"
 _MAX_RULES = 10
-_LOW_SALIENCE = 5.0
+LOW_SALIENCE = 5.0
 """A request whose best sentence gives less (:func:`~.salience.substance`) asks for nothing:
 no rule, goal, decision or value (chit-chat, "keep going", a pasted log)."""
 USER_DECISION_LABEL = "User decision"
@@ -90,9 +91,9 @@ def add_requests(
         pieces = scored_sentences(text)
         given = max((substance(s) for _, s in pieces), default=0.0)
         recency = (i + 1) / n
-        if given < _LOW_SALIENCE:  # chatter: anything says more
+        if given < LOW_SALIENCE:  # chatter: anything says more
             priority = 14.0 + min(given, 4.0) + 4 * recency - 5.0 * (len(group) > 1)
-        elif all(_sets(t, s) for t, s in pieces if substance(s) >= _LOW_SALIENCE):
+        elif all(_sets(t, s) for t, s in pieces if substance(s) >= LOW_SALIENCE):
             # What it gives is a rule, goal or decision bullet already (see add_rules).
             priority = 30.0 + min(given, 12.0) + 4 * recency
         else:

@@ -26,18 +26,20 @@ from .items import (
     VALUES,
     Items,
 )
-from .notes import add_said_facts, printed_facts
+from .notes import FACT_PRIORITY, add_said_facts, fact_subject, printed_facts
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
+    LOW_SALIENCE,
     RULE_LABEL,
     USER_DECISION_LABEL,
+    USER_GOAL_LABEL,
     add_pending_asks,
     add_requests,
     add_rules,
     relevant_rules,
     unanswered,
 )
-from .salience import excerpt, is_trivial, says_decision, score
+from .salience import excerpt, is_trivial, says_decision, score, scored_sentences, substance
 from .text import (
     FILE_PATH,
     clip,
@@ -120,10 +122,16 @@ def _carried_priority(section: int, bullet: str) -> float:
     if section == REQUEST:
         if bullet.startswith("Original request"):
             return 96.0
+        body = bullet.split("): ", 1)[-1]
+        given = max((substance(s) for _, s in scored_sentences(body)), default=0.0)
+        if given < LOW_SALIENCE:  # chatter stays below every fact
+            return 14.0 + min(given, 4.0)
         return 66.0 + min(score(bullet).score, 16.0)
     if section == CRITICAL:
-        if bullet.startswith(RULE_LABEL):
+        if bullet.startswith((RULE_LABEL, USER_GOAL_LABEL)):
             return 89.0
+        if fact_subject(bullet) is not None:
+            return FACT_PRIORITY
         if bullet.startswith(USER_DECISION_LABEL):
             return 83.0
         if bullet.startswith("Decision: "):
