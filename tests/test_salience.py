@@ -530,3 +530,15 @@ def test_across_passes_a_newer_fact_replaces_the_carried_one_and_carried_chatter
         assert value in text, value
     assert "canary at 10%" not in text and "b49d95bb" not in text
     assert "coffee machine" not in text
+
+
+def test_a_person_named_as_the_doer_is_replaced_by_a_change_of_reviewer() -> None:
+    events = [
+        user(1, "Dana Whitfield reviews anything that touches billing; please add them to the PR."),
+        assistant(2, "Noted."),
+        user(3, "Change of reviewer: Marcus Oyelaran takes over the reviews from today."),
+        assistant(4, "Noted."),
+    ]
+    text = run(events)
+    assert "Marcus Oyelaran" in text
+    assert only_as_was(text, "Dana Whitfield"), text

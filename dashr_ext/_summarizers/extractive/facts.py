@@ -80,6 +80,7 @@ _LITERAL_VALUE = re.compile(
     re.I,
 )
 _PLAIN_VALUE = re.compile(r"[\w.:/@+%~-]+|\"[^\"]*\"|'[^']*'")
+_DOER = re.compile(r"^([A-Z][a-z]+(?: [A-Z][a-z'-]+){1,2}) ([a-z]{3,}s)\b(?! (?:to|that)\b)")
 _TO = re.compile(r"^[ \t]+to[ \t]+$", re.I)
 
 
@@ -109,6 +110,11 @@ def _head(key: tuple[str, ...]) -> str:
         if i and word in _PREPOSITIONS:
             return key[i - 1]
     return key[-1]
+
+
+def _stem(word: str) -> str:
+    """ "review" of "reviewer" and of "reviews"."""
+    return word[:6]
 
 
 def _is_config(label: str) -> bool:
@@ -166,7 +172,7 @@ class Facts:
             if _is_config(fact.label):
                 continue
             short, long_ = sorted((key, fact.key), key=len)
-            if long_[-len(short) :] == short or _head(key) == _head(fact.key):
+            if long_[-len(short) :] == short or _stem(_head(key)) == _stem(_head(fact.key)):
                 return fact
         return None
 
@@ -300,6 +306,8 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
                     out.append((key, value, (), cue))
         if not prose:
             continue
+        if (doer := _DOER.match(sentence)) is not None:  # "Dana Whitfield reviews …"
+            out.append((doer.group(2), doer.group(1), (), cue))
         values = [(lit.start, lit.end, lit.value) for lit in literals if lit.type in _FACT_TYPES]
         taken = [(lit.start, lit.end) for lit in literals]
         values += [
@@ -402,7 +410,7 @@ def _label_before(prefix: str) -> tuple[str, bool] | None:
         return None
     words = match.group("label").split()
     introduced = False
-    while words and words[0].lower().strip("'") in _LEAD_WORDS:
+    while words and words[0].lower().strip("'") in _LEAD_WORDS | {"of"}:
         introduced = introduced or words[0].lower() in _INTRODUCERS
         words.pop(0)
     if not introduced and not _COPULA.search(match.group("link")):
