@@ -147,7 +147,7 @@ def add_said_facts(items: Items, span: Span) -> None:
                 f"Printed by `{label}` (seq {seq}): {clip(line, 160)}",
             )
     for item in list(items.items):  # a carried fact the span states anew
-        if item.carried and (key := fact_subject(item.text)) is not None and key in found:
+        if item.carried and (subject := fact_subject(item.text)) is not None and subject in found:
             items.remove(item)
     ranked = sorted(found.values(), key=lambda v: (-v[0], -v[1]))[:_MAX_SAID]
     said = {bullet.split("): ", 1)[1] for _, _, bullet in ranked}
