@@ -18,7 +18,7 @@ from .reading import Span
 from .salience import score, substance
 from .text import clip, command_label, one_line, prose, sentences
 
-__all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed_facts"]
+__all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed", "printed_facts"]
 
 FACT_PRIORITY = 72.0
 """A fact bullet's priority (more for a weightier statement)."""
@@ -35,6 +35,9 @@ _KV = re.compile(
 )
 _NAME = re.compile(r"^[A-Z][a-z]+(?: [A-Z][a-z'-]+){1,2}$")
 _HEX = re.compile(r"\b[0-9a-f]{6,}\b")
+_VALUE_HINT = re.compile(r"\d|\w[.@/]\w")
+"""What a line holding a typed value has (a line without it needs a ``key: value`` form)."""
+_FACT_HINT = re.compile(r"\d|\w[.@/]\w|\w-\d")
 _MAX_PRINTED = 4
 _MAX_SAID = 10
 
@@ -58,14 +61,15 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     Lines of a shape that repeats (log lines, listing rows) and lines with several weighty
     values are left out.
     """
-    lines = [line for line in text.splitlines()[:400] if 4 < len(line.strip()) <= 120]
+    lines = [line for line in text.splitlines()[:300] if 4 < len(line.strip()) <= 120]
+    shaped = [_shape(line) for line in lines]
     shapes: dict[str, int] = {}
-    for line in lines:
-        shapes[_shape(line)] = shapes.get(_shape(line), 0) + 1
+    for shape in shaped:
+        shapes[shape] = shapes.get(shape, 0) + 1
     pairs: list[tuple[int, int, str, str]] = []
     others: list[tuple[int, int, str]] = []
     for i, line in enumerate(lines):
-        if shapes[_shape(line)] >= 3:
+        if shapes[shaped[i]] >= 3 or not (_VALUE_HINT.search(line) or _KV.match(line)):
             continue
         weighty = [lit for lit in typed_literals(line) if LITERAL_WEIGHTS[lit.type] >= 4]
         if len(weighty) > 1:
@@ -87,11 +91,24 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     )
 
 
+def printed(span: Span, seq: int, text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """:func:`printed_facts` of the tool result of ``seq``, read once per span."""
+    found = span.printed.get(seq)
+    if found is None:
+        found = span.printed[seq] = printed_facts(text)
+    return found
+
+
 def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
     for sentence in sentences(prose(text)):
-        salience = score(re.sub(r"`[^`]*`", "", sentence))  # a command quoted states nothing
+        if len(sentence) > 400 or not (
+            _FACT_HINT.search(sentence) or _STATUS.match(sentence) or _CONSTRAINT.search(sentence)
+        ):
+            continue  # no value, status or constraint
+        # A command quoted states nothing.
+        salience = score(re.sub(r"`[^`]*`", "", sentence) if "`" in sentence else sentence)
         if salience.trivial or salience.values >= 3:
             continue
         given = substance(salience)
@@ -136,7 +153,7 @@ def add_said_facts(items: Items, span: Span) -> None:
             found.pop(key, None)
             found[key] = (FACT_PRIORITY + 2.0 + 0.4 * weight, seq, bullet)
     for seq, command, text in span.tool_outputs:
-        _, lines = printed_facts(text)
+        _, lines = printed(span, seq, text)
         label = command_label(command, 60) if command else "a tool"
         for line in lines:
             key = "\0printed\0" + _shape(line)

@@ -132,6 +132,8 @@ class Span:
     """``(seq, key, value)`` of the settings tool output printed (``retry.max_attempts = 5``)."""
     tool_outputs: list[tuple[int, str, str]] = field(default_factory=list)
     """``(seq, command, text)`` of every tool result (command empty when unknown)."""
+    printed: dict[int, tuple[list[tuple[str, str]], list[str]]] = field(default_factory=dict)
+    """The value lines of a tool result by seq, read once (see :func:`.notes.printed`)."""
 
     def file(self, path: str) -> FileNote:
         note = self.files.get(path)

@@ -26,7 +26,7 @@ from .items import (
     VALUES,
     Items,
 )
-from .notes import FACT_PRIORITY, add_said_facts, fact_subject, printed_facts
+from .notes import FACT_PRIORITY, add_said_facts, fact_subject, printed
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
     LOW_SALIENCE,
@@ -248,7 +248,7 @@ def read_facts(facts: Facts, span: Span) -> None:
     said += [(seq, 2, prose(text), "") for seq, text, _ in span.assistant if "=" in text]
     said += [(seq, 4, key, value) for seq, key, value in span.tool_facts]
     for seq, _command, text in span.tool_outputs:
-        said += [(seq, 5, key, value) for key, value in printed_facts(text)[0]]
+        said += [(seq, 5, key, value) for key, value in printed(span, seq, text)[0]]
     for seq, source, text, value in sorted(said, key=lambda s: (s[0], s[1])):
         if source in (1, 2):
             facts.read(text, float(seq), source)
