@@ -542,3 +542,24 @@ def test_a_person_named_as_the_doer_is_replaced_by_a_change_of_reviewer() -> Non
     text = run(events)
     assert "Marcus Oyelaran" in text
     assert only_as_was(text, "Dana Whitfield"), text
+
+
+def test_code_diffs_grep_hits_and_log_records_are_no_printed_facts() -> None:
+    outputs = (
+        "25\tDEFAULT_MAX_DELAY_MS = 8_000\n52\t    return GATEWAY_CODES.get(exc.code, False)",
+        "tests/test_retry.py:27:    assert policy.budget == 3",
+        "diff --git a/src/retry.py b/src/retry.py\nindex ca7cff0..0d796c2 100644\n-@pytest.fixture",
+        "2026-03-14 09:00:01,494 INFO payments.gateway charge ch_7Oyf5T latency 1328 ms",
+        "$ .venv/bin/pytest -v --tb=short",
+    )
+    events = [user(1, "Fix the retry budget.")]
+    for i, output in enumerate(outputs):
+        seq = 2 + 2 * i
+        events += [
+            assistant(seq, "Looking.", [(f"c{i}", "bash", {"command": f"step {i}"})]),
+            tool(seq + 1, f"c{i}", output),
+        ]
+    events.append(assistant(20, "The helper compute_backoff starts at 250 ms."))
+    text = run(events)
+    assert "Printed by" not in text
+    assert "compute_backoff: `250 ms`" not in values_line(text)

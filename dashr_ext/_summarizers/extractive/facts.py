@@ -61,8 +61,7 @@ _LEAD_WORDS = _INTRODUCERS | words(
 # "compute_backoff starts at 250 ms").
 _COPULA = re.compile(
     r"\b(?:is|are|was|were|stays?|remains?|becomes?|equals?|be|set|changed|moved|raised|"
-    r"lowered|increased|decreased|reduced|bumped|switched|updated|pinned|fixed|starts|begins|"
-    r"ends|opens|closes|due)\b|[=:]",
+    r"lowered|increased|decreased|reduced|bumped|switched|updated|pinned|fixed)\b|[=:]",
     re.I,
 )
 _PRONOUNS = words("it this that which they he she there here what these those one")
@@ -413,7 +412,13 @@ def _label_before(prefix: str) -> tuple[str, bool] | None:
     while words and words[0].lower().strip("'") in _LEAD_WORDS | {"of"}:
         introduced = introduced or words[0].lower() in _INTRODUCERS
         words.pop(0)
-    if not introduced and not _COPULA.search(match.group("link")):
+    if (
+        not introduced
+        and not _COPULA.search(match.group("link"))
+        and not (
+            len(words) == 1 and words[0].lower() in _PRONOUNS  # "it now starts": as it was said
+        )
+    ):
         return None
     while words and words[-1].lower() in _LEAD_WORDS:
         words.pop()

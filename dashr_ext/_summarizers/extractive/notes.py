@@ -38,6 +38,12 @@ _HEX = re.compile(r"\b[0-9a-f]{6,}\b")
 _VALUE_HINT = re.compile(r"\d|\w[.@/]\w")
 """What a line holding a typed value has (a line without it needs a ``key: value`` form)."""
 _FACT_HINT = re.compile(r"\d|\w[.@/]\w|\w-\d")
+# Lines that list code, a diff, a grep hit or a log record, not a statement of a value.
+_NOT_A_STATEMENT = re.compile(
+    r"^\s*\d+[\t:]|^\S+:\d+:|^(?:diff --git|index |\+\+\+|---|@@|\$\s)|^\s*\d{4}-\d\d-\d\d[ T]\d|"
+    r"==|!=| = |\b(?:return|assert|def|import|class|self)\b|[{};]\s*$"
+)
+_DIFF = re.compile(r"^(?:diff --git |@@ -\d)", re.M)
 _MAX_PRINTED = 4
 _MAX_SAID = 10
 
@@ -61,6 +67,8 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     Lines of a shape that repeats (log lines, listing rows) and lines with several weighty
     values are left out.
     """
+    if _DIFF.search(text):
+        return [], []  # a diff shows code, old and new
     lines = [line for line in text.splitlines()[:300] if 4 < len(line.strip()) <= 120]
     shaped = [_shape(line) for line in lines]
     shapes: dict[str, int] = {}
@@ -81,7 +89,7 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             if weight >= 4:
                 pairs.append((-weight, i, kv.group("key").strip(), value))
             continue
-        if weighty:
+        if weighty and not _NOT_A_STATEMENT.search(line):
             others.append((-LITERAL_WEIGHTS[weighty[0].type], i, line.strip().rstrip(".")))
     pairs.sort()
     others.sort()
@@ -153,7 +161,7 @@ def add_said_facts(items: Items, span: Span) -> None:
             found.pop(key, None)
             found[key] = (FACT_PRIORITY + 2.0 + 0.4 * weight, seq, bullet)
     for seq, command, text in span.tool_outputs:
-        _, lines = printed(span, seq, text)
+        _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"
         for line in lines:
             key = "\0printed\0" + _shape(line)
