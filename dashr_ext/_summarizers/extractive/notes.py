@@ -45,6 +45,10 @@ _NOT_A_STATEMENT = re.compile(
 )
 _DIFF = re.compile(r"^(?:diff --git |@@ -\d)", re.M)
 _MAX_PRINTED = 4
+_SENTENCES_READ = 8
+"""An assistant message states its facts early; a long one is an explanation."""
+_LINES_READ = 40
+"""Candidate lines of one tool result read at most (a long one is a listing)."""
 _MAX_SAID = 10
 
 
@@ -76,9 +80,13 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         shapes[shape] = shapes.get(shape, 0) + 1
     pairs: list[tuple[int, int, str, str]] = []
     others: list[tuple[int, int, str]] = []
+    read = 0
     for i, line in enumerate(lines):
         if shapes[shaped[i]] >= 3 or not (_VALUE_HINT.search(line) or _KV.match(line)):
             continue
+        read += 1
+        if read > _LINES_READ:
+            break
         weighty = [lit for lit in typed_literals(line) if LITERAL_WEIGHTS[lit.type] >= 4]
         if len(weighty) > 1:
             continue
@@ -110,7 +118,7 @@ def printed(span: Span, seq: int, text: str) -> tuple[list[tuple[str, str]], lis
 def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
-    for sentence in sentences(prose(text)):
+    for sentence in sentences(prose(text))[:_SENTENCES_READ]:
         if len(sentence) > 400 or not (
             _FACT_HINT.search(sentence) or _STATUS.match(sentence) or _CONSTRAINT.search(sentence)
         ):
