@@ -406,3 +406,160 @@ def test_output_is_deterministic_and_does_not_depend_on_hash_seeds() -> None:
         assert proc.returncode == 0, proc.stderr
         outputs.add(proc.stdout)
     assert len(outputs) == 1
+
+
+# --------------------------------------------------------------------------- fact survival
+
+
+def test_chit_chat_and_keep_going_rank_below_a_preference_and_are_no_rule() -> None:
+    """A request's rank is what it gives (rule, goal, value), not its length or recency."""
+    events = [
+        user(1, "We are moving the settlement job onto the new scheduler."),
+        assistant(2, "I'll start with the scheduler."),
+        user(3, "A preference of mine for this repo: squash merges with one-line subjects."),
+        assistant(4, "Noted."),
+        user(5, "Please reference ticket INC-20417 in every commit message for this work."),
+        assistant(6, "Noted."),
+        user(7, "The goal for this week is p99 latency under 250 ms."),
+        assistant(8, "Noted."),
+    ]
+    chat = (
+        "Ha, the coffee machine on the third floor is broken again, so I am running on tea "
+        "today. Anyway, no rush, carry on with what you were doing.",
+        "People keep arguing about it in the standup and I want to settle it before the end "
+        "of the week, it has gone on long enough.",
+        "Not your problem though, just keep going with the work.",
+        "Keep going with the next part.",
+    )
+    for i, line in enumerate(chat * 3):
+        events += [user(9 + 2 * i, line), assistant(10 + 2 * i, "Continuing.")]
+    text = run(events, budget=260)
+    for planted in ("squash merges with one-line subjects", "INC-20417", "p99 latency under 250"):
+        assert planted in text, planted
+    assert "coffee machine" not in text and "keep going with the work" not in text
+    critical = sections_of(run(events))["Critical Context"]
+    assert "coffee" not in critical and "standup" not in critical
+    assert "User goal (seq 7): The goal for this week is p99 latency under 250 ms." in critical
+
+
+def _facts_said_by_assistant_and_tool() -> list[Event]:
+    log = "\n".join(
+        f"2026-02-{d:02d}T10:{d + 10}:00Z INFO api[{1000 + d}]: batch {d * 97} in {d} ms "
+        f"(req {d:012x})"
+        for d in range(1, 25)
+    )
+    events = [
+        user(1, "Move the settlement job onto the new scheduler."),
+        assistant(2, "Status: canary at 10% of traffic. I will keep watching."),
+        assistant(
+            3, "For the backfill I'll read from db-replica-07.internal, since the primary is busy."
+        ),
+        assistant(4, "Checking.", [("c1", "bash", {"command": "oncall show --team billing"})]),
+        tool(5, "c1", "team: billing\nprimary on-call this week: Priya Raman\nopen pages: 0"),
+        assistant(6, "Deploying.", [("c2", "bash", {"command": "make deploy-staging"})]),
+        tool(
+            7, "c2", "Step 1/3 : build\ndeployed build b49d95bb to staging (healthy after 3 checks)"
+        ),
+        assistant(8, "Again.", [("c3", "bash", {"command": "make deploy-staging"})]),
+        tool(
+            9, "c3", "Step 1/3 : build\ndeployed build 7e31c0aa to staging (healthy after 4 checks)"
+        ),
+        assistant(10, "Status update: canary at 50% of traffic. The error rate stayed flat."),
+    ]
+    for i in range(6):
+        seq = 11 + 3 * i
+        events += [
+            user(seq, "This is what I see on my machine, in case it helps:\n" + log),
+            assistant(seq + 1, "Tea works too! Offsites always take longer than the agenda says."),
+            user(seq + 2, "Keep going with the next part."),
+        ]
+    return events
+
+
+def test_facts_the_assistant_said_and_a_tool_printed_survive_and_the_newer_status_wins() -> None:
+    text = run(_facts_said_by_assistant_and_tool(), budget=420)
+    for value in ("canary at 50% of traffic", "db-replica-07.internal", "Priya Raman", "7e31c0aa"):
+        assert value in text, value
+    assert "canary at 10% of traffic" not in text and "b49d95bb" not in text
+    assert "Offsites always" not in sections_of(text)["Critical Context"]
+    assert "req 0000" not in text
+
+
+def test_an_update_under_another_label_replaces_the_value_by_its_subject() -> None:
+    """ "cap for the new jobs" and "spend cap" are one cap; "the freeze: it now starts" is the
+    code freeze; "move the deployment to …; that region" updates the region a tool printed."""
+    events = [
+        user(1, "Budget note: the spend cap for the new jobs is $390 per month."),
+        user(2, "Heads-up: the code freeze starts 2026-03-13, so merge before then."),
+        assistant(3, "Reading.", [("c1", "bash", {"command": "cat infra/main.tf"})]),
+        tool(4, "c1", 'provider "aws" {\n  region = "eu-west-1"\n}'),
+        user(5, "Finance approved more headroom: the spend cap is now $450 per month."),
+        user(6, "Release management moved the freeze: it now starts 2026-03-20."),
+        user(7, "We move the deployment to eu-central-1; plan against that region from now on."),
+        assistant(8, "Noted."),
+    ]
+    text = run(events)
+    for new in ("$450", "2026-03-20", "eu-central-1"):
+        assert new in text, new
+    for old in ("$390", "2026-03-13", "eu-west-1"):
+        assert only_as_was(text, old), (old, text)
+
+
+def test_across_passes_a_newer_fact_replaces_the_carried_one_and_carried_chatter_goes_first() -> (
+    None
+):
+    first = run(
+        [
+            user(1, "Move the settlement job onto the new scheduler."),
+            user(2, "The goal for this week is p99 latency under 250 ms."),
+            assistant(3, "Status: canary at 10% of traffic. I will keep watching."),
+            assistant(4, "Deploying.", [("c1", "bash", {"command": "make deploy-staging"})]),
+            tool(5, "c1", "deployed build b49d95bb to staging (healthy after 3 checks)"),
+            user(6, "Ha, the coffee machine on the third floor is broken again, so I am on tea."),
+            assistant(7, "Tea works too!"),
+        ]
+    )
+    assert "canary at 10% of traffic" in first and "coffee machine" in first
+    span = [
+        assistant(8, "Again.", [("c2", "bash", {"command": "make deploy-staging"})]),
+        tool(9, "c2", "deployed build 7e31c0aa to staging (healthy after 4 checks)"),
+        assistant(10, "Status update: canary at 50% of traffic."),
+    ]
+    text = run(span, previous=first, budget=200)
+    for value in ("canary at 50% of traffic", "7e31c0aa", "p99 latency under 250 ms"):
+        assert value in text, value
+    assert "canary at 10%" not in text and "b49d95bb" not in text
+    assert "coffee machine" not in text
+
+
+def test_a_person_named_as_the_doer_is_replaced_by_a_change_of_reviewer() -> None:
+    events = [
+        user(1, "Dana Whitfield reviews anything that touches billing; please add them to the PR."),
+        assistant(2, "Noted."),
+        user(3, "Change of reviewer: Marcus Oyelaran takes over the reviews from today."),
+        assistant(4, "Noted."),
+    ]
+    text = run(events)
+    assert "Marcus Oyelaran" in text
+    assert only_as_was(text, "Dana Whitfield"), text
+
+
+def test_code_diffs_grep_hits_and_log_records_are_no_printed_facts() -> None:
+    outputs = (
+        "25\tDEFAULT_MAX_DELAY_MS = 8_000\n52\t    return GATEWAY_CODES.get(exc.code, False)",
+        "tests/test_retry.py:27:    assert policy.budget == 3",
+        "diff --git a/src/retry.py b/src/retry.py\nindex ca7cff0..0d796c2 100644\n-@pytest.fixture",
+        "2026-03-14 09:00:01,494 INFO payments.gateway charge ch_7Oyf5T latency 1328 ms",
+        "$ .venv/bin/pytest -v --tb=short",
+    )
+    events = [user(1, "Fix the retry budget.")]
+    for i, output in enumerate(outputs):
+        seq = 2 + 2 * i
+        events += [
+            assistant(seq, "Looking.", [(f"c{i}", "bash", {"command": f"step {i}"})]),
+            tool(seq + 1, f"c{i}", output),
+        ]
+    events.append(assistant(20, "The helper compute_backoff starts at 250 ms."))
+    text = run(events)
+    assert "Printed by" not in text
+    assert "compute_backoff: `250 ms`" not in values_line(text)

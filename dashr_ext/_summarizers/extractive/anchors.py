@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .items import ANCHOR_KINDS, CRITICAL, KEYWORDS, Items
+from .items import ANCHOR_KINDS, CRITICAL, FACT_BULLETS, KEYWORDS, Items
 from .reading import Span
 from .text import FILE_PATH, first_line, words
 
@@ -359,7 +359,8 @@ def add_anchors(
             if bullet.startswith(KEYWORDS):
                 for kind, anchors in parse_keywords(bullet).items():
                     previous.setdefault(kind, []).extend(anchors)
-    body = "\n".join(i.text for i in items.items)
+    # A fact bullet may be dropped by the budget: its literals stay in the keyword line.
+    body = "\n".join(i.text for i in items.items if not i.text.startswith(FACT_BULLETS))
     fresh = candidate_anchors(span)
     for kind in ANCHOR_KINDS:
         new = [

@@ -35,7 +35,7 @@ _LINK_WORDS = (
     r"is|are|was|were|stays?|remains?|becomes?|equals?|should be|must be|must stay(?: at)?|"
     r"will be|to be|has to be|needs to be|(?:is |was )?(?:set|changed|moved|raised|lowered|"
     r"increased|decreased|reduced|bumped|switched|updated|pinned|fixed) to|goes to|at|of|to|"
-    r"now|currently|still|no longer|not|exactly|only"
+    r"now|currently|still|no longer|not|exactly|only|starts|begins|ends|opens|closes|is due"
 )
 # The end of the text before a value: a label, then link words ("the cap is now", "region:").
 _LINK = re.compile(
@@ -73,12 +73,13 @@ _UPDATE_CUE = re.compile(
 )
 _FROM = re.compile(r"\bfrom[ \t]+$", re.I)
 _SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3}
-_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 46.0}
+_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 70.0}
 _LITERAL_VALUE = re.compile(
     r"[-+]?\d[\d_.,]*[A-Za-z%]{0,3}|\"[^\"]*\"|'[^']*'|true|false|yes|no|on|off|none|null",
     re.I,
 )
 _PLAIN_VALUE = re.compile(r"[\w.:/@+%~-]+|\"[^\"]*\"|'[^']*'")
+_DOER = re.compile(r"^([A-Z][a-z]+(?: [A-Z][a-z'-]+){1,2}) ([a-z]{3,}s)\b(?! (?:to|that)\b)")
 _TO = re.compile(r"^[ \t]+to[ \t]+$", re.I)
 
 
@@ -97,6 +98,22 @@ class Fact:
 
 def _key(label: str) -> tuple[str, ...]:
     return tuple(w for w in re.split(r"[\s._-]+", label.lower().strip("-")) if w)
+
+
+_PREPOSITIONS = words("for of in on per at to with from by about")
+
+
+def _head(key: tuple[str, ...]) -> str:
+    """The head noun of a label: "cap" of "cap for the new jobs" and of "spend cap"."""
+    for i, word in enumerate(key):
+        if i and word in _PREPOSITIONS:
+            return key[i - 1]
+    return key[-1]
+
+
+def _stem(word: str) -> str:
+    """ "review" of "reviewer" and of "reviews"."""
+    return word[:6]
 
 
 def _is_config(label: str) -> bool:
@@ -154,7 +171,7 @@ class Facts:
             if _is_config(fact.label):
                 continue
             short, long_ = sorted((key, fact.key), key=len)
-            if long_[-len(short) :] == short:
+            if long_[-len(short) :] == short or _stem(_head(key)) == _stem(_head(fact.key)):
                 return fact
         return None
 
@@ -173,7 +190,21 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`)."""
         for i, (label, value, was, cue) in enumerate(statements(text, source)):
+            if cue and self._find(_key(label), label, True) is None:
+                label = self._named(text, value) or label
             self.state(label, value, order + i * 1e-4, source, cue, was)
+
+    def _named(self, text: str, value: str) -> str | None:
+        """The label of a value of the same type that an update names by its key word ("we
+        move the deployment to eu-central-1; plan against that region" updates ``region``)."""
+        kind = _type_of(value)
+        if kind is None:
+            return None
+        said = {w.lower() for w in re.findall(r"[A-Za-z]\w+", text)}
+        for fact in reversed(self.facts):
+            if fact.key[-1] in said and _type_of(fact.value) == kind:
+                return fact.label
+        return None
 
     def add_to(self, items: Items, limits: dict[int, int]) -> None:
         """Add the labelled values as items: at most ``limits[source]`` of each source (the
@@ -211,6 +242,11 @@ class Facts:
                 continue
             _rewrite_item(item, stale)
         return set(stale)
+
+
+def _type_of(value: str) -> str | None:
+    found = typed_literals(value)
+    return found[0].type if len(found) == 1 and found[0].value == value else None
 
 
 def render_fact(fact: Fact) -> str:
@@ -269,6 +305,8 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
                     out.append((key, value, (), cue))
         if not prose:
             continue
+        if (doer := _DOER.match(sentence)) is not None:  # "Dana Whitfield reviews …"
+            out.append((doer.group(2), doer.group(1), (), cue))
         values = [(lit.start, lit.end, lit.value) for lit in literals if lit.type in _FACT_TYPES]
         taken = [(lit.start, lit.end) for lit in literals]
         values += [
@@ -300,6 +338,8 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
             label, negated = found
             if label.lower() in _PRONOUNS:
                 if last_label is None:
+                    last_label = _antecedent(sentence[:start])
+                if last_label is None:
                     continue
                 label = last_label
             last_label = label
@@ -308,6 +348,17 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
                 continue
             out.append((label, value, (), cue))
     return _fold_negations(out)
+
+
+_ANTECEDENT = re.compile(
+    r"\b(?:the|our|a|an)\s+([A-Za-z][\w-]{2,})\s*[:;,]\s*(?:it|this|that)\b[^:;,]*$", re.I
+)
+
+
+def _antecedent(before: str) -> str | None:
+    """What a pronoun stands for: "the freeze" of "moved the freeze: it now starts"."""
+    match = _ANTECEDENT.search(before)
+    return match.group(1) if match else None
 
 
 def _config_fact(key: str, value: str, prose: bool) -> bool:
@@ -358,10 +409,16 @@ def _label_before(prefix: str) -> tuple[str, bool] | None:
         return None
     words = match.group("label").split()
     introduced = False
-    while words and words[0].lower().strip("'") in _LEAD_WORDS:
+    while words and words[0].lower().strip("'") in _LEAD_WORDS | {"of"}:
         introduced = introduced or words[0].lower() in _INTRODUCERS
         words.pop(0)
-    if not introduced and not _COPULA.search(match.group("link")):
+    if (
+        not introduced
+        and not _COPULA.search(match.group("link"))
+        and not (
+            len(words) == 1 and words[0].lower() in _PRONOUNS  # "it now starts": as it was said
+        )
+    ):
         return None
     while words and words[-1].lower() in _LEAD_WORDS:
         words.pop()

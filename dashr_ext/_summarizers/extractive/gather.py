@@ -16,7 +16,7 @@ __all__ = ["Limits", "gather"]
 
 # How many labelled values of each source a summary keeps at most: a previous summary, the
 # user, the assistant, tool output.
-_VALUE_LIMITS = {0: 16, 1: 24, 2: 8, 4: 6}
+_VALUE_LIMITS = {0: 16, 1: 24, 2: 8, 4: 10}
 
 
 @dataclass(frozen=True)

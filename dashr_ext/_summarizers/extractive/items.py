@@ -19,6 +19,7 @@ __all__ = [
     "CRITICAL",
     "CURRENT",
     "ERRORS",
+    "FACT_BULLETS",
     "FILES",
     "KEYWORDS",
     "NEXT",
@@ -38,6 +39,8 @@ NONE_TEXT = "(none)"  # how older summaries marked an empty section (now left ou
 # The labelled values and the keyword line (last in Critical Context) start so; the keyword
 # line's anchor kinds, in order:
 VALUES = "Values —"
+FACT_BULLETS = ("Assistant (seq ", "Printed by `")
+"""How the bullets of facts the assistant said or a tool printed start (see .notes)."""
 KEYWORDS = "Keywords —"
 ANCHOR_KINDS = ("errors", "paths", "values", "config", "ids", "names", "commands")
 

@@ -130,6 +130,10 @@ class Span:
     arguments, 3 error lines, 4 values tool output printed."""
     tool_facts: list[tuple[int, str, str]] = field(default_factory=list)
     """``(seq, key, value)`` of the settings tool output printed (``retry.max_attempts = 5``)."""
+    tool_outputs: list[tuple[int, str, str]] = field(default_factory=list)
+    """``(seq, command, text)`` of every tool result (command empty when unknown)."""
+    printed: dict[int, tuple[list[tuple[str, str]], list[str]]] = field(default_factory=dict)
+    """The value lines of a tool result by seq, read once (see :func:`.notes.printed`)."""
 
     def file(self, path: str) -> FileNote:
         note = self.files.get(path)
@@ -290,6 +294,7 @@ def _read_tool_result(span: Span, event: Event, pending: dict[str, Command]) -> 
         span.errors[line] = (event.seq, cmd if cmd is not None and cmd.text else None)
         span.error_counts[line] = span.error_counts.get(line, 0) + 1
         span.salient.append((3, line))
+    span.tool_outputs.append((event.seq, cmd.text if cmd is not None else "", text))
     for key, value in tool_output_facts(text):
         span.tool_facts.append((event.seq, key, value))
         span.salient.append((4, value))

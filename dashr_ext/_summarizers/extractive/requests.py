@@ -13,12 +13,14 @@ import re
 
 from .items import CRITICAL, NEXT, PENDING, REQUEST, Items
 from .reading import Span
-from .salience import excerpt, is_trivial, scored_sentences
+from .salience import Salience, excerpt, is_trivial, scored_sentences, states_goal, substance
 from .text import clip, norm, one_line, words
 
 __all__ = [
+    "LOW_SALIENCE",
     "RULE_LABEL",
     "USER_DECISION_LABEL",
+    "USER_GOAL_LABEL",
     "add_pending_asks",
     "add_requests",
     "add_rules",
@@ -28,9 +30,11 @@ __all__ = [
 
 RULE_LABEL = "User rule"
 _MAX_RULES = 10
-_LOW_SALIENCE = 2.0
-"""A request whose best sentence scores less asks for nothing (no goal, rule or value)."""
+LOW_SALIENCE = 5.0
+"""A request whose best sentence gives less (:func:`~.salience.substance`) asks for nothing:
+no rule, goal, decision or value (chit-chat, "keep going", a pasted log)."""
 USER_DECISION_LABEL = "User decision"
+USER_GOAL_LABEL = "User goal"
 _WORD = re.compile(r"[A-Za-z][A-Za-z_-]{3,}")
 _COMMON = words(
     "this that with from have will would should could what when where which there their "
@@ -84,9 +88,14 @@ def add_requests(
         text = group[-1][1]
         head = f"{word} ({label} {seqs}{times}): "
         best = max((s.score for _, s in scored_sentences(text)), default=0.0)
+        pieces = scored_sentences(text)
+        given = max((substance(s) for _, s in pieces), default=0.0)
         recency = (i + 1) / n
-        if best < _LOW_SALIENCE:  # chatter: anything says more
-            priority = 14.0 + best + 4 * recency
+        if given < LOW_SALIENCE:  # chatter: anything says more
+            priority = 14.0 + min(given, 4.0) + 4 * recency - 5.0 * (len(group) > 1)
+        elif all(_sets(t, s) for t, s in pieces if substance(s) >= LOW_SALIENCE):
+            # What it gives is a rule, goal or decision bullet already (see add_rules).
+            priority = 30.0 + min(given, 12.0) + 4 * recency
         else:
             priority = 50.0 + 2.5 * min(best, 12.0) + 4 * recency - 5.0 * (len(group) > 1)
         variants = tuple(
@@ -101,6 +110,11 @@ def add_requests(
         items.add(REQUEST, head + body, priority, variants=variants)
 
 
+def _sets(sentence: str, salience: Salience) -> bool:
+    """Whether :func:`add_rules` makes a bullet of a user's sentence."""
+    return salience.is_rule or states_goal(sentence) or (salience.decision and not salience.goal)
+
+
 def add_rules(items: Items, span: Span) -> None:
     """The user's sentences that set a rule or constraint, or decide: Critical Context.
 
@@ -113,6 +127,8 @@ def add_rules(items: Items, span: Span) -> None:
         for sentence, salience in scored_sentences(text):
             if salience.is_rule:
                 label, base = RULE_LABEL, 90.0
+            elif states_goal(sentence):
+                label, base = USER_GOAL_LABEL, 88.0
             elif salience.decision and not salience.goal:
                 label, base = USER_DECISION_LABEL, 84.0
             else:

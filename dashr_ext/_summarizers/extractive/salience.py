@@ -26,6 +26,8 @@ __all__ = [
     "says_decision",
     "score",
     "scored_sentences",
+    "states_goal",
+    "substance",
 ]
 
 _STRONG_RULE = re.compile(
@@ -33,7 +35,8 @@ _STRONG_RULE = re.compile(
     r"\b(?:never|must(?:n't| not)?|always|"
     r"under no circumstances|not allowed|forbidden|prohibited|no (?:more|less|fewer|later|"
     r"earlier) than|at (?:most|least)|mandatory|required|make sure|ensure|only ever|"
-    r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap)|no exceptions?)\b",
+    r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap|constraint)|no exceptions?|"
+    r"(?:i|we) (?:prefer|always want)|a preference|in every (?:commit|pr|change|message))\b",
     re.I,
 )
 _WEAK_RULE = re.compile(
@@ -45,8 +48,8 @@ _WEAK_RULE = re.compile(
 # A limit stated as such ("the cap is $390", "keep the backoff at 250 ms").
 _LIMIT = re.compile(
     r"\b(?:cap|limit|budget|quota|maximum|minimum|threshold|deadline|timeout|ceiling|floor)"
-    r"\s+(?:is|are|was|of|at|=|:|stays|remains|must|should|will be|now)\b"
-    r"|\bkeep\b[^.;]{0,60}\b(?:at|to|under|below|above|within|as)\b"
+    r"\s+(?:is|are|was|of|at|=|:|stays|remains|must|should|will be|now)\b(?=[^.;]{0,40}[§\d])"
+    r"|\bkeep\b[^.;]{0,60}\b(?:at|to|under|below|above|within)\s+(?:the\s+)?[§\d$]"
     r"|\b(?:stay|remain)s?\s+(?:at|under|below|above|within)\b",
     re.I,
 )
@@ -74,14 +77,16 @@ _GOAL = re.compile(
 _IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:fix|add|implement|write|create|update|remove|delete|refactor|make|run|"
     r"document|investigate|find|change|revert|test|deploy|migrate|build|set|use|rename|move|"
-    r"bump|release|keep|check|ensure|replace|support|handle|drop|upgrade|downgrade|configure|"
+    r"bump|release|keep(?!\s+(?:going|on\b|at it))|check|ensure|replace|support|handle|drop|"
+    r"upgrade|downgrade|configure|"
     r"install|debug|profile|optimi[sz]e|measure|clean|split|merge|port|convert|generate|"
     r"send|report|review|verify|investigate|restore|rollback|roll)\b",
     re.I,
 )
 _DECISION = re.compile(
     r"\b(?:decid\w*|decision|instead of|rather than|because|since (?:the|it|we)|we(?:'ll| will) "
-    r"use|let's use|go(?:ing)? with|chose|chosen|opt(?:ed)? for|switch(?:ed)? to|the (?:root "
+    r"use|let's use|(?<!keep )go(?:ing)? with (?!the work)|chose|chosen|opt(?:ed)? for|"
+    r"switch(?:ed)? to|the (?:root "
     r"cause|cause|issue|problem|bug|fix|solution) (?:is|was|here is|lies)|trade-?off|this means|"
     r"so that|the correct (?:fix|approach|behaviou?r))\b",
     re.I,
@@ -163,6 +168,29 @@ def score(sentence: str) -> Salience:
     total += min(sum(LITERAL_WEIGHTS[lit.type] for lit in literals) * 0.5, 6.0)
     total += min(len(text), 200) / 100  # a little for saying more
     return Salience(total, rule, goal, decision, update, values, False)
+
+
+_GOAL_STATE = re.compile(r"\b(?:goal|objective|target)\b[^.;]{0,40}\b(?:is|are)\b", re.I)
+
+
+def substance(salience: Salience) -> float:
+    """What a sentence gives the work: rules, goals, decisions, updates and values, not its
+    length. A sentence carrying three or more weighty values is a dump (a log line, a
+    listing row) and gives nothing."""
+    if salience.trivial or salience.values >= 3:
+        return 0.0
+    return (
+        salience.rule
+        + (3.0 if salience.goal else 0.0)
+        + (2.0 if salience.decision else 0.0)
+        + (3.0 if salience.update else 0.0)
+        + 2.0 * salience.values
+    )
+
+
+def states_goal(sentence: str) -> bool:
+    """Whether a sentence states the goal ("the goal for this week is …")."""
+    return _GOAL_STATE.search(sentence) is not None
 
 
 def _masked(text: str, literals: tuple[Literal, ...]) -> str:

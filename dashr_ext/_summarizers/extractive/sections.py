@@ -26,17 +26,20 @@ from .items import (
     VALUES,
     Items,
 )
+from .notes import FACT_PRIORITY, add_said_facts, fact_subject, printed
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
+    LOW_SALIENCE,
     RULE_LABEL,
     USER_DECISION_LABEL,
+    USER_GOAL_LABEL,
     add_pending_asks,
     add_requests,
     add_rules,
     relevant_rules,
     unanswered,
 )
-from .salience import excerpt, is_trivial, says_decision, score
+from .salience import excerpt, is_trivial, says_decision, score, scored_sentences, substance
 from .text import (
     FILE_PATH,
     clip,
@@ -119,10 +122,16 @@ def _carried_priority(section: int, bullet: str) -> float:
     if section == REQUEST:
         if bullet.startswith("Original request"):
             return 96.0
+        body = bullet.split("): ", 1)[-1]
+        given = max((substance(s) for _, s in scored_sentences(body)), default=0.0)
+        if given < LOW_SALIENCE:  # chatter stays below every fact
+            return 14.0 + min(given, 4.0)
         return 66.0 + min(score(bullet).score, 16.0)
     if section == CRITICAL:
-        if bullet.startswith(RULE_LABEL):
+        if bullet.startswith((RULE_LABEL, USER_GOAL_LABEL)):
             return 89.0
+        if fact_subject(bullet) is not None:
+            return FACT_PRIORITY
         if bullet.startswith(USER_DECISION_LABEL):
             return 83.0
         if bullet.startswith("Decision: "):
@@ -229,18 +238,22 @@ def fill(
     _current(items, span, current_work_chars)
     _next(items, span)
     _critical(items, span)
+    add_said_facts(items, span)
 
 
 def read_facts(facts: Facts, span: Span) -> None:
-    """The labelled values the span states: the user's sentences, config literals of the
-    assistant, settings tool output printed."""
-    for seq, text in span.requests:
-        facts.read(text, float(seq), 1)
-    for seq, text, _ in span.assistant:
-        if "=" in text:
-            facts.read(prose(text), float(seq), 2)
-    for seq, key, value in span.tool_facts:
-        facts.state(key, value, float(seq), 4)
+    """The labelled values the span states, in the order they were stated: the user's
+    sentences, config literals of the assistant, settings and values tool output printed."""
+    said: list[tuple[int, int, str, str]] = [(seq, 1, text, "") for seq, text in span.requests]
+    said += [(seq, 2, prose(text), "") for seq, text, _ in span.assistant if "=" in text]
+    said += [(seq, 4, key, value) for seq, key, value in span.tool_facts]
+    for seq, _command, text in span.tool_outputs:
+        said += [(seq, 5, key, value) for key, value in printed(span, seq, text)[0]]
+    for seq, source, text, value in sorted(said, key=lambda s: (s[0], s[1])):
+        if source in (1, 2):
+            facts.read(text, float(seq), source)
+        else:
+            facts.state(text, value, float(seq), 4)
 
 
 def _concepts(items: Items, span: Span) -> None:
