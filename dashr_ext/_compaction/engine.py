@@ -292,21 +292,21 @@ class CompactionEngine:
         a, b = span
         seqs = self.session.surface[a : b + 1]
         tokens = sum(t for _seq, t in measurement.nodes[a : b + 1])
-        overhead = (
-            checkpoint_overhead(
-                seqs,
-                tokens,
-                next_seq=len(self.session),
-                count_tokens=self.meter.count_text,
-                checkpoint_class=checkpoint_class,
-                pointer=self._pointers is not None,
-            )
-            + self._pass_extra_tokens()
+        overhead = checkpoint_overhead(
+            seqs,
+            tokens,
+            next_seq=len(self.session),
+            count_tokens=self.meter.count_text,
+            checkpoint_class=checkpoint_class,
+            pointer=self._pointers is not None,
         )
         # What the pass keeps (envelope and retained tail) stays: the checkpoint gets at most
         # the room left under the trigger, so the request after the pass fits — unless even
         # the smallest checkpoint cannot, and then the summary keeps its whole budget.
-        room = self.config.trigger_tokens - (measurement.total - tokens) - 1
+        # The recall tools' schemas join the envelope with the first checkpoint: they take
+        # room, not budget.
+        kept = measurement.total - tokens + self._pass_extra_tokens()
+        room = self.config.trigger_tokens - kept - 1
         if fit_room and room >= overhead + MIN_SUMMARY_BODY:
             budget = min(budget, room)
         return max(MIN_SUMMARY_BODY, budget - overhead)
