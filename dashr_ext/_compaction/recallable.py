@@ -80,12 +80,19 @@ class RecallablePlan(PassPlan):
 
 class RecallableEngine(CompactionEngine):
     name = "recallable"
+    _nodes: tuple[int, dict[int, Checkpoint]] | None = None
 
     # ------------------------------------------------------------------ the surface's shape
 
     def _by_node(self) -> dict[int, Checkpoint]:
-        self._checkpoints.update(self.session)
-        return {cp.node_seq: cp for cp in self._checkpoints.items if cp.superseded_by is None}
+        """Current checkpoints by node seq, rebuilt only when the log has grown (every
+        pre-request check asks for it, several times per pass)."""
+        length = len(self.session)
+        if self._nodes is None or self._nodes[0] != length:
+            self._checkpoints.update(self.session)
+            current = {cp.node_seq: cp for cp in self._checkpoints.items if not cp.superseded_by}
+            self._nodes = (length, current)
+        return self._nodes[1]
 
     def _index_end(self, by_node: dict[int, Checkpoint]) -> int:
         """Position after the last index node (stub or directory) at the surface head."""
