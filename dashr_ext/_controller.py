@@ -179,12 +179,16 @@ class Dashr:
         """Re-attach to a session file; rebuilds the archive from the log.
 
         A writer closes passes a crashed process left open (an orphan ``compaction/start``)
-        with a ``compaction/end`` carrying an ``error``, so they never block later passes.
+        with a ``compaction/end`` carrying an ``error``, so they never block later passes,
+        and answers tool calls the last writer left waiting (a crash mid-call, an imported
+        session ending in a call) with a synthetic result, so compaction can cut past them;
+        a real result recorded later takes the synthetic one's place (SPEC §6.5).
         """
         session = Session.open(path, read_only=read_only, durability=durability, clock=clock)
         try:
             if not read_only:
                 close_orphan_passes(session)
+                session.close_dangling_calls("reopened")
         except BaseException:
             session.close()
             raise

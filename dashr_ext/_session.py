@@ -26,6 +26,7 @@ from ._events import (
 )
 from ._filelock import release_in_forked_child, renewed_in_child
 from ._formats.openai import to_event_specs, to_openai
+from ._pairing import ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
@@ -35,6 +36,8 @@ from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 __all__ = ["Session"]
 
 FORMAT = "dashr/1"
+
+_MESSAGE_TYPES = frozenset({"user/message", "assistant/message"})
 
 
 # --------------------------------------------------------------------------- session
@@ -194,10 +197,7 @@ class Session:
         self._events: list[Event] = []
         self._surface: list[int] = []
         self._current: set[int] = set()
-        self._call_seq: dict[str, int] = {}
-        self._call_name: dict[str, str] = {}
-        self._result_seq: dict[str, int] = {}
-        self._pending: dict[str, None] = {}
+        self._pairing = ToolPairing()
         self._turns = TurnFold()
         self._system_prompt: str | None = None
         self._system_seq: int | None = None
@@ -280,48 +280,55 @@ class Session:
 
     def tool_call_seq(self, tool_call_id: str) -> int | None:
         """Seq of the assistant event that issued ``tool_call_id``."""
-        return self._call_seq.get(tool_call_id)
+        return self._pairing.call_seq.get(tool_call_id)
 
     def tool_call_name(self, tool_call_id: str) -> str | None:
-        return self._call_name.get(tool_call_id)
+        return self._pairing.call_name.get(tool_call_id)
+
+    def tool_result_seq(self, tool_call_id: str) -> int | None:
+        """Seq of the current result of ``tool_call_id`` (synthetic or real), if any."""
+        return self._pairing.result_seq.get(tool_call_id)
 
     def pending_tool_calls(self) -> list[str]:
         """Ids of current tool calls that have no result yet, in call order."""
         with self._lock:
-            return [cid for cid in self._pending if self._call_seq[cid] in self._current]
+            return self._pairing.waiting(self._current)
+
+    def interrupted_tool_calls(self) -> list[str]:
+        """Ids of calls closed by a synthetic result that a real result may still replace."""
+        with self._lock:
+            pairing = self._pairing
+            return [c for c in pairing.synthetic if pairing.replaceable_result(c, self._current)]
 
     def balanced_cuts(self) -> list[bool]:
         """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
 
-        Length is ``len(surface) + 1``; ``cuts[0]`` and ``cuts[-1]``... the ends are balanced
-        unless a tool call still waits for its result (then every cut after it is not).
+        Length is ``len(surface) + 1``; the ends are balanced unless a tool call still waits
+        for its result (then every cut after it is not). See :mod:`dashr_ext._pairing`.
         """
         with self._lock:
             if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
                 return self._balance_cache[1]
-            n = len(self._surface)
-            diff = [0] * (n + 2)
-            for cid, call_seq in self._call_seq.items():
-                if call_seq not in self._current:
-                    continue
-                a = self.position(call_seq)
-                result_seq = self._result_seq.get(cid)
-                if result_seq is None:
-                    b = n  # pending: no cut after the call is balanced
-                elif result_seq in self._current:
-                    b = self.position(result_seq)
-                else:
-                    continue
-                if b > a:
-                    diff[a + 1] += 1
-                    diff[b + 1] -= 1
-            cuts: list[bool] = []
-            running = 0
-            for k in range(n + 1):
-                running += diff[k]
-                cuts.append(running == 0)
+            surface, events = self._surface, self._events
+            last = len(surface) - 1
+            while last >= 0 and events[surface[last]].type not in _MESSAGE_TYPES:
+                last -= 1
+            cuts = self._pairing.balanced_cuts(surface, self._current, self.position, last)
             self._balance_cache = (self._surface_version, cuts)
             return cuts
+
+    def close_dangling_calls(self, reason: str = "reopened") -> list[Event]:
+        """Close every call still waiting for a result with a synthetic one (SPEC §6.5).
+
+        For a writer taking over a log whose last writer stopped mid-call (a crash, a
+        final call never answered, an import). A real result recorded later takes the
+        synthetic one's place. Returns the new events.
+        """
+        with self._lock:
+            waiting = self.pending_tool_calls()
+            if not waiting or self._read_only:
+                return []
+            return self.append([self._pairing.synthetic_spec(cid, reason) for cid in waiting])
 
     # ------------------------------------------------------------------ turns and steps
 
@@ -393,7 +400,7 @@ class Session:
                 "source": {"kind": "tool"},
                 "content": [block_to_json(b) for b in text_blocks(content)],
                 "toolCallId": tool_call_id,
-                "toolName": tool_name or self._call_name.get(tool_call_id, ""),
+                "toolName": tool_name or self._pairing.call_name.get(tool_call_id, ""),
                 "isError": is_error,
             }
             return self.append([EventSpec("tool/result", {"message": msg}, "append")])[0]
@@ -445,6 +452,9 @@ class Session:
             durable = False
             try:
                 for spec in specs:
+                    close, spec = self._pairing.before_append(spec, self._current)
+                    for cid in close:  # a newer message: unanswered calls get a synthetic result
+                        self._append_one(self._pairing.synthetic_spec(cid, "superseded"))
                     if infer_markers and spec.surface_op == "append" and self.infers_markers:
                         before, after = self._turns.implied_markers(*message_shape(spec))
                         for kind, data in before:
@@ -517,12 +527,12 @@ class Session:
             self._check_shadowed_seqs(event)
             return
         message = event.message
-        if event.type == "tool/result":
-            self._check_tool_result(message)
         if isinstance(op, Replace):
             self._check_replace(event, op, message)
-        else:
-            self._check_new_calls(message)
+            return
+        if event.type == "tool/result":
+            self._pairing.check_result(message, self._current, self.pending_tool_calls())
+        self._pairing.check_new_calls(message)
 
     def _check_shadowed_seqs(self, event: Event) -> None:
         """A ``compaction/summary`` names one or more surface events already in the log."""
@@ -535,28 +545,6 @@ class Session:
                 f"event {event.seq} (compaction/summary) data.shadowedSeqs: expected one or more "
                 f"seqs of surface events below {event.seq}, got {bad[0] if bad else 'none'}"
             )
-
-    def _check_new_calls(self, message: Message) -> None:
-        seen: set[str] = set()
-        for call in message.tool_calls:
-            if call.id in self._call_seq or call.id in seen:
-                raise SurfaceError(f"tool call id {call.id!r} is already used in this session")
-            seen.add(call.id)
-
-    def _check_tool_result(self, message: Message) -> None:
-        cid = message.tool_call_id or ""
-        call_seq = self._call_seq.get(cid)
-        if call_seq is None:
-            known = ", ".join(self.pending_tool_calls()) or "none"
-            raise SurfaceError(
-                f"tool result for unknown tool call id {cid!r}; calls awaiting a result: {known}"
-            )
-        if cid in self._result_seq:
-            raise SurfaceError(
-                f"tool call {cid!r} already has a result (seq {self._result_seq[cid]})"
-            )
-        if call_seq not in self._current:
-            raise SurfaceError(f"tool call {cid!r} (seq {call_seq}) is no longer on the surface")
 
     def _check_replace(self, event: Event, op: Replace, message: Message) -> None:
         for end in (op.start_seq, op.end_seq):
@@ -577,6 +565,8 @@ class Session:
                 "replace: sourceEventSeqs must cover every shadowed node; "
                 f"missing {sorted(missing)}"
             )
+        if a == b and in_place(self._events[op.start_seq], event.type, message):
+            return  # one node for one: every call keeps its result
         cuts = self.balanced_cuts()
         if not (cuts[a] and cuts[b + 1]):
             raise SurfaceError(
@@ -584,7 +574,10 @@ class Session:
                 "from its result; choose tool-pairing balanced ends"
             )
         if event.type == "tool/result" or message.tool_calls:
-            raise SurfaceError("a replacement node must not be a tool result or carry tool calls")
+            raise SurfaceError(
+                "a replacement node may be a tool result or carry tool calls only in place of "
+                "one node with the same pairing (the same call's result, the same calls)"
+            )
 
     def _apply(self, event: Event) -> None:
         """Fold one checked event into the state."""
@@ -609,6 +602,8 @@ class Session:
         message = event.message
         if isinstance(op, Replace):
             a, b = self.position(op.start_seq), self.position(op.end_seq)
+            if a == b and in_place(self._events[op.start_seq], event.type, message):
+                self._turns.replace_node(op.start_seq, seq)
             for s in self._surface[a : b + 1]:
                 self._current.discard(s)
             self._surface[a : b + 1] = [seq]
@@ -616,13 +611,7 @@ class Session:
             self._surface.append(seq)
             self._turns.apply_message(seq, message)
         self._current.add(seq)
-        for call in message.tool_calls:
-            self._call_seq[call.id] = seq
-            self._call_name[call.id] = call.name
-            self._pending[call.id] = None
-        if event.type == "tool/result" and message.tool_call_id is not None:
-            self._result_seq[message.tool_call_id] = seq
-            self._pending.pop(message.tool_call_id, None)
+        self._pairing.apply(seq, event.type, message)
         self._surface_version += 1
 
     # ------------------------------------------------------------------ the surface in order

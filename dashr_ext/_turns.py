@@ -218,6 +218,14 @@ class TurnFold:
         elif kind == "step/end":
             self._end_step(seq)
 
+    def replace_node(self, old: int, new: int) -> None:
+        """``new`` takes ``old``'s place in place (same pairing): it joins ``old``'s step."""
+        step = self._step_of.get(old)
+        if step is not None:
+            self._step_of[new] = step
+        if old in self._open_step_seqs:
+            self._open_step_seqs[self._open_step_seqs.index(old)] = new
+
     def _add_to_open_step(self, seq: int) -> None:
         if self.open_step is not None:
             self._step_of[seq] = self.open_step

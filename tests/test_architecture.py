@@ -29,6 +29,7 @@ LOG_LAYER = {
     "dashr_ext._formats",
     "dashr_ext._formats.openai",
     "dashr_ext._turns",
+    "dashr_ext._pairing",
     "dashr_ext._payloads",
     "dashr_ext._checkpoints",
     "dashr_ext._redaction",

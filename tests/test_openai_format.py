@@ -392,6 +392,9 @@ class KnownCalls:
     def pending_tool_calls(self) -> list[str]:
         return list(self.pending)
 
+    def interrupted_tool_calls(self) -> list[str]:
+        return []
+
     def tool_call_seq(self, tool_call_id: str) -> int | None:
         return 7 if tool_call_id in self.names else None
 

@@ -151,7 +151,7 @@ def test_replacement_cannot_be_a_tool_result_or_carry_calls(session: Session) ->
         "source": {"kind": "user"},
         "content": [{"type": "tool-call", "id": "zz", "name": "x", "arguments": "{}"}],
     }
-    with pytest.raises(SurfaceError, match="must not be a tool result or carry tool calls"):
+    with pytest.raises(SurfaceError, match="only in place of one node with the same pairing"):
         session.replace(1, 1, msg, source_event_seqs=[1])
 
 
@@ -473,8 +473,12 @@ def test_appending_with_inferred_markers_surrounds_each_message_with_its_markers
     assert [e.type for e in events if e.is_surface] == [
         "user/message",
         "assistant/message",
+        "tool/result",  # the unanswered call is closed before the newer message (SPEC §6.5)
         "user/message",
     ]
+    synthetic = next(e for e in events if e.type == "tool/result")
+    assert synthetic.message.source_kind == "synthetic" and synthetic.message.is_error
+    assert session.balanced_cuts()[-1]
     markers = [(e.type, e.data) for e in events if not e.is_surface]
     assert markers == [
         ("turn/start", {"turn": 1, "inferred": True}),

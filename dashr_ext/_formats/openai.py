@@ -51,6 +51,8 @@ class KnownToolCalls(Protocol):
 
     def pending_tool_calls(self) -> list[str]: ...
 
+    def interrupted_tool_calls(self) -> list[str]: ...
+
     def tool_call_seq(self, tool_call_id: str) -> int | None: ...
 
     def tool_call_name(self, tool_call_id: str) -> str | None: ...
@@ -132,7 +134,8 @@ class _Converter:
 
     def __init__(self, calls: KnownToolCalls) -> None:
         self.calls = calls
-        self.pending = dict.fromkeys(calls.pending_tool_calls())
+        # A call closed by a synthetic result still takes its real result (in its place).
+        self.pending = dict.fromkeys([*calls.pending_tool_calls(), *calls.interrupted_tool_calls()])
         self.new_calls: dict[str, str] = {}
 
     def convert(self, m: Mapping[str, Any], p: str) -> EventSpec:
