@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._checkpoints import checkpoint_of
 from ._events import Replace
+from ._pruned import pruned_info
 
 if TYPE_CHECKING:
     from ._config import CompactionConfig
@@ -75,7 +76,7 @@ def pressure_series(
 
     ``extra_tokens`` are envelope tokens every request carries beyond the session header
     (tool schemas a harness adds); ``recall_tokens`` those of the recall tools, which
-    requests carry from the first checkpoint on.
+    requests carry from the first checkpoint (or pruned output) on.
     """
     nodes: dict[int, int] = {}
     node_sum = 0
@@ -85,6 +86,7 @@ def pressure_series(
     seqs: list[int] = []
     tokens: list[int] = []
     compactions: list[Compaction] = []
+    recallable = False
     for event in session.events:
         if event.type == "session/header":
             system_prompt = event.data.get("systemPrompt")
@@ -94,7 +96,7 @@ def pressure_series(
         if event.type == "system/message":
             system_prompt = event.message.text
             envelope = meter.envelope_tokens(system_prompt, tools) + extra_tokens
-            if compactions:
+            if recallable:
                 envelope += recall_tokens
             continue
         op = event.surface_op
@@ -110,10 +112,15 @@ def pressure_series(
         seqs.append(event.seq)
         tokens.append(envelope + node_sum)
         checkpoint = checkpoint_of(event)
+        if (
+            isinstance(op, Replace)
+            and not recallable
+            and (checkpoint is not None or pruned_info(event) is not None)
+        ):
+            recallable = True  # the recall tools join the request (a checkpoint or a prune)
+            envelope += recall_tokens
+            tokens[-1] = envelope + node_sum
         if checkpoint is not None and isinstance(op, Replace):
-            if not compactions:
-                envelope += recall_tokens
-                tokens[-1] = envelope + node_sum
             compactions.append(Compaction(event.seq, checkpoint, before, envelope + node_sum))
     return PressureSeries(
         seqs=tuple(seqs),

@@ -31,6 +31,7 @@ __all__ = [
     "prune_marker",
     "pruned_info",
     "pruned_message",
+    "shown_seq",
 ]
 
 PRUNED_KEY = "pruned"
@@ -49,6 +50,13 @@ def archive_key(seq: int) -> str:
 def is_pruned(message: Message) -> bool:
     """Whether ``message`` is a pruned node (never pruned twice)."""
     return isinstance(message.source.get(PRUNED_KEY), Mapping)
+
+
+def shown_seq(event: Event) -> int:
+    """The seq a summary cites for ``event``: a pruned node's original (where it stands in
+    the conversation, and what ``history_read(seq=…)`` shows whole), else its own."""
+    info = pruned_info(event)
+    return int(info["seq"]) if info is not None else event.seq
 
 
 def pruned_info(event: Event) -> Mapping[str, Any] | None:

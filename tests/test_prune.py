@@ -364,8 +364,40 @@ def test_selection_keeps_the_retained_tail_units_under_the_oversize_share() -> N
     # Old outputs wanted: position 2 (outside the tail, above the threshold) and 4 (the tail
     # unit is 5,520 > 4,000: its largest output goes first, then it fits).
     assert select_prunes(events, tokens, units, 3, old=True, **common) == [2, 4]
-    # Old outputs not wanted: position 2 is still oversize (5,000 > 4,000).
-    assert select_prunes(events, tokens, units, 3, old=False, **common) == [2, 4]
-    tokens[2] = 3_000
+    # Old outputs not wanted (a summary pass follows): even the oversize one outside the
+    # tail is left whole for the summarizer; the tail unit still gets under the share.
     assert select_prunes(events, tokens, units, 3, old=False, **common) == [4]
+    # Everything in the tail: the oversize output is pruned wherever it stands there.
+    assert select_prunes(events, tokens, units, 0, old=False, **common) == [2, 4]
+    # The task statement (the first user message) is pruned only above its own limit.
+    tokens[0] = 4_500
+    assert select_prunes(events, tokens, units, 0, old=False, **common) == [0, 2, 4]
+    task = dict(task=0, task_limit=10_000)
+    assert select_prunes(events, tokens, units, 0, old=False, **common, **task) == [2, 4]
     assert select_prunes(events, tokens, units, 3, old=True, span=(1, 2), **common) == [2]
+
+
+def test_a_summary_cites_a_pruned_node_by_its_original_seq(tmp_path: Path, clock: Any) -> None:
+    # A pruned node's own seq comes after everything around it: a summary reading seqs as
+    # conversation order would call an answered request "not answered yet".
+    d = Dashr.create(
+        tmp_path / "s.jsonl",
+        config=CompactionConfig(**WINDOW, prune_tool_output_tokens=500),
+        meter=TokenMeter("chars"),
+        clock=clock,
+    )
+    d.record_openai({"role": "user", "content": "Fix the flaky test."})
+    observation = "Observation of the build:\n" + numbered(1500)
+    d.record_openai({"role": "user", "content": observation})  # mini-swe-agent style
+    d.record_openai({"role": "assistant", "content": "The build is green; done."})
+    record_steps(d, 30, chars=800, first=10, user="Next task.")
+    original = next(
+        e.seq for e in d.session.events if e.is_surface and e.message.text == observation
+    )
+    result = d.prune()
+    assert result is not None and original in [n.seq for n in result.pruned]
+    replaced_by = next(n.replaced_by for n in result.pruned if n.seq == original)
+    assert d.compact() is not None
+    summary = d.session.event(d.checkpoints()[-1].summary_seq).data["summary"]
+    assert f"seq {replaced_by}" not in summary
+    assert f"Request of seq {original}, not answered yet" not in summary

@@ -145,6 +145,7 @@ class CompactionEngine:
         )
         self._ends_seen = 0
         self._deferred: int | None = None
+        self._pruned_any = False
         self._extra = ExtraEnvelope()
         """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
         self._pruner = Pruner(self)
@@ -154,10 +155,12 @@ class CompactionEngine:
     # ------------------------------------------------------------------ measuring
 
     def has_checkpoint(self) -> bool:
-        """True once the session has a committed checkpoint (the recall tools are offered)."""
+        """True once anything is recallable: a committed checkpoint or a pruned output (the
+        recall tools are offered from then on)."""
         with self.session.lock:
             self._checkpoints.update(self.session)
-            return bool(self._checkpoints.items)
+            self._deferred_until()  # folds the pass ends, prune passes among them
+            return bool(self._checkpoints.items) or self._pruned_any
 
     def measure(self, extra: ExtraEnvelope = ExtraEnvelope()) -> Measurement:
         """The meter's measurement of the next request, plus the ``extra`` envelope tokens.
@@ -201,7 +204,9 @@ class CompactionEngine:
         events = self.session.events
         for seq in range(self._ends_seen, len(events)):
             event = events[seq]
-            if event.type == "compaction/end" and "pruned" not in event.data:
+            if event.type == "compaction/end" and "pruned" in event.data:
+                self._pruned_any = True  # a prune pass never lifts a deferral
+            elif event.type == "compaction/end":
                 value = event.data.get("deferredStaleTokens")
                 self._deferred = value if isinstance(value, int) else None
         self._ends_seen = len(events)

@@ -9,13 +9,17 @@ A prune pass is one durable batch::
 Each original is archived verbatim under ``dashr_compaction_archive["p<seq>"]`` before the
 batch is written. What is pruned:
 
-* **oversize** nodes (above ``oversize_ratio × trigger``) wherever they are, the newest step
-  included: a single output no compaction could otherwise bring under the window;
-* in the retained tail, a unit above that share loses its largest outputs (above
-  ``prune_threshold``) until it fits, so the tail never keeps one that large;
-* **old** outputs (outside the retained tail, above ``prune_threshold``): only when asked
-  (``prune()``, the overflow path) or when pruning them alone brings the request under the
-  trigger; otherwise the summary pass condenses them from the originals.
+* in the retained tail (the newest step included), **oversize** nodes (above
+  ``oversize_ratio × trigger``): a single output no summary could bring under the window;
+  and a unit above that share loses its largest outputs (above ``prune_threshold``) until
+  it fits, so the tail never keeps one that large;
+* **old** nodes (outside the retained tail, above ``prune_threshold``; user messages above
+  the oversize share): only when asked (``prune()``, the overflow path) or when pruning
+  them alone brings the request under the trigger; otherwise the summary pass that follows
+  condenses them from the originals, and pruning them first would only lose detail.
+
+The session's first user message, the task statement, is pruned only when it alone is
+above the trigger.
 
 Tool results and assistant texts are candidates (an assistant message keeps its tool
 calls); a user message only when oversize (harnesses such as mini-swe-agent deliver tool
@@ -114,26 +118,34 @@ def select_prunes(
     keep_tokens: int,
     old: bool,
     span: tuple[int, int] | None = None,
+    task: int | None = None,
+    task_limit: int | None = None,
 ) -> list[int]:
     """Surface positions to prune, ascending (see the module docstring for the rules).
 
     ``events``/``tokens`` are the surface's nodes and their measured sizes; ``cut`` the
     retain cut (positions before it are outside the retained tail); ``keep_tokens`` an
-    estimate of a pruned node's size; ``old`` also takes old outputs above ``threshold``;
-    ``span`` (inclusive positions) limits the choice to an explicit range, all of it old.
+    estimate of a pruned node's size; ``old`` also takes the nodes outside the tail (above
+    ``threshold``; user messages above ``oversize``) — without it they are left whole for
+    the summary pass that follows; ``span`` (inclusive positions) limits the choice to an
+    explicit range, all of it old. ``task`` is the position of the session's first user
+    message (the task statement): it is pruned only above ``task_limit``.
     """
     kinds = [prunable_kind(e) for e in events]
     lo, hi = span if span is not None else (0, len(events) - 1)
     chosen: set[int] = set()
     for unit in units:
         in_tail = span is None and unit.start >= cut
+        if not (in_tail or old):
+            continue  # the summary condenses it from the original
         for p in range(max(unit.start, lo), min(unit.end, hi + 1)):
             kind = kinds[p]
             if kind is None:
                 continue
-            if tokens[p] > oversize or (
-                kind != "user" and tokens[p] > threshold and old and not in_tail
-            ):
+            limit = oversize if kind == "user" or in_tail else threshold
+            if p == task and task_limit is not None:
+                limit = max(limit, task_limit)
+            if tokens[p] > limit:
                 chosen.add(p)
         if not in_tail:
             continue
@@ -142,7 +154,10 @@ def select_prunes(
             (
                 p
                 for p in range(unit.start, unit.end)
-                if kinds[p] in ("tool", "assistant") and p not in chosen and tokens[p] > threshold
+                if kinds[p] in ("tool", "assistant")
+                and p not in chosen
+                and p != task
+                and tokens[p] > threshold
             ),
             key=lambda p: (-tokens[p], p),
         )

@@ -31,6 +31,22 @@ class Pruner:
 
     def __init__(self, engine: CompactionEngine) -> None:
         self.engine = engine
+        self._task: int | None = None
+        """Seq of the session's first user message (the task statement), once seen."""
+        self._scanned = 0
+
+    def _task_position(self) -> int | None:
+        """Surface position of the task statement, if it is still there whole."""
+        s = self.engine.session
+        events = s.events
+        while self._task is None and self._scanned < len(events):
+            event = events[self._scanned]
+            self._scanned += 1
+            if event.type == "user/message" and event.message.source_kind == "user":
+                self._task = event.seq
+        if self._task is None or not s.is_current(self._task):
+            return None
+        return s.position(self._task)
 
     def items(
         self, measurement: Measurement, *, old: bool, span: tuple[int, int] | None = None
@@ -50,6 +66,8 @@ class Pruner:
             keep_tokens=config.prune_keep_chars // 2 + _MARKER_TOKENS,
             old=old,
             span=span,
+            task=self._task_position(),
+            task_limit=config.trigger_tokens,
         )
         return plan_prunes(
             events,

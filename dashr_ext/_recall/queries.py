@@ -387,9 +387,10 @@ class Recall:
     # ------------------------------------------------------------------ model tools
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI ``tools`` entries of the three recall tools; ``[]`` before a checkpoint."""
+        """OpenAI ``tools`` entries of the three recall tools; ``[]`` until something is
+        recallable (a checkpoint, or a pruned output whose marker names history_read)."""
         self._sync()
-        if not self._cps:
+        if not self._cps and not self._pruned:
             return []
         return tool_schemas(self.config)
 

@@ -17,6 +17,7 @@ from .._checkpoints import is_checkpoint
 from .._client import DEFAULT_TIMEOUT, ChatClient
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock
 from .._jsontext import utf8_text
+from .._pruned import shown_seq
 from .._redaction import Secret
 from .._templates import render
 from ..errors import (
@@ -460,6 +461,6 @@ def _transcript(span: Sequence[Event]) -> str:
                 "tool/result": "Tool result",
                 "context/message": "Context",
             }.get(event.type, event.type)
-        lines.append(f"{label} (seq {event.seq}): {body}")
+        lines.append(f"{label} (seq {shown_seq(event)}): {body}")
     lines.append("</conversation>")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from ..._events import Event, ReasoningBlock, ToolCallBlock
 from ..._fileops import embedded_python_ops, file_ops_for_call
 from ..._jsontext import arguments_object
 from ..._payloads import POINTER_SOURCE
+from ..._pruned import shown_seq
 from ..base import SummaryRequest
 from .text import (
     FILE_PATH,
@@ -162,9 +163,9 @@ def read_span(request: SummaryRequest) -> Span:
                 continue
             text = message.text.strip()
             if text:
-                span.requests.append((event.seq, text))
+                span.requests.append((shown_seq(event), text))
                 span.salient.append((1, text))
-                span.last_user_seq = event.seq
+                span.last_user_seq = shown_seq(event)
                 span.answered = False
         elif event.type == "assistant/message":
             _read_assistant(span, event, pending)
@@ -174,7 +175,7 @@ def read_span(request: SummaryRequest) -> Span:
             text = message.text.strip()
             # The post-compaction pointer names a checkpoint this summary now absorbs.
             if text and message.source_kind not in _POINTER_SOURCES:
-                span.context.append((event.seq, text))
+                span.context.append((shown_seq(event), text))
     return span
 
 
@@ -184,15 +185,15 @@ def _read_assistant(span: Span, event: Event, pending: dict[str, Command]) -> No
     if not text:  # some models speak only in reasoning
         text = "\n".join(b.text for b in message.content if isinstance(b, ReasoningBlock)).strip()
     calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
-    span.assistant.append((event.seq, text, bool(calls)))
+    span.assistant.append((shown_seq(event), text, bool(calls)))
     if text:
         span.salient.append((2, prose(text)))
     final = not calls or all(c.name.lower() in _FINISH_TOOLS for c in calls)
     if final:  # it answers the last request, in this span or a previous summary's
-        span.last_final_seq = event.seq
+        span.last_final_seq = shown_seq(event)
         span.answered = True
     for call in calls:
-        _read_call(span, event.seq, call, pending)
+        _read_call(span, shown_seq(event), call, pending)
 
 
 def _read_call(span: Span, seq: int, call: ToolCallBlock, pending: dict[str, Command]) -> None:
@@ -287,14 +288,14 @@ def _read_tool_result(span: Span, event: Event, pending: dict[str, Command]) -> 
     )
     if cmd is not None:
         cmd.status = status
-        cmd.result_seq = event.seq
+        cmd.result_seq = shown_seq(event)
         cmd.errors = errors
         cmd.summary_line = tally_line(text)
     for line in errors:
-        span.errors[line] = (event.seq, cmd if cmd is not None and cmd.text else None)
+        span.errors[line] = (shown_seq(event), cmd if cmd is not None and cmd.text else None)
         span.error_counts[line] = span.error_counts.get(line, 0) + 1
         span.salient.append((3, line))
-    span.tool_outputs.append((event.seq, cmd.text if cmd is not None else "", text))
+    span.tool_outputs.append((shown_seq(event), cmd.text if cmd is not None else "", text))
     for key, value in tool_output_facts(text):
-        span.tool_facts.append((event.seq, key, value))
+        span.tool_facts.append((shown_seq(event), key, value))
         span.salient.append((4, value))
