@@ -14,7 +14,9 @@ the ``prune`` setting only the first side runs.
    get a per-copy prefix (the corpus reuses ids such as ``call_2`` across sessions); the
    header's tools are the union of the sessions' tools by name. Then one ``compact()``
    (summary engine, extractive summarizer, 128k context window): ``measure().total``
-   after, the passes the call ran (prune and summary), the nodes pruned, its wall time.
+   after, the newest unit's tokens after, the passes the call ran (prune and summary), the
+   nodes pruned, its wall time. Done twice: in corpus order, and with the session holding
+   the largest message moved to the end (so the newest unit is that message).
 2. Windows. Every session replayed as an agent would: message by message, and before each
    assistant message ``request_messages()`` (the pressure trigger, so prune and summary
    passes run there) and ``measure()``. Under ``recency_window_tokens`` 20k (retain 4k)
@@ -178,6 +180,8 @@ class Largest:
 
 @dataclasses.dataclass
 class ConcatResult:
+    order: str
+    """``"corpus order"``, or the session moved to the end (``"<session> last"``)."""
     prune: bool
     sessions: int
     """Session copies recorded (the corpus has ``corpus_sessions``)."""
@@ -185,6 +189,7 @@ class ConcatResult:
     messages: int
     tokens_before: int
     total_after: int
+    newest_unit_after: int
     passes: PassCounts
     compact_seconds: float
     record_seconds: float
@@ -208,7 +213,9 @@ def concatenation_messages(
         copy += 1
 
 
-def concatenate(files: Sequence[Path], target_tokens: int, prune: bool) -> ConcatResult:
+def concatenate(
+    files: Sequence[Path], target_tokens: int, prune: bool, order: str = "corpus order"
+) -> ConcatResult:
     """Record the corpus into one session up to ``target_tokens``; one ``compact()``."""
     started = time.perf_counter()
     tools = union_tools([load(p) for p in files])
@@ -248,13 +255,16 @@ def concatenate(files: Sequence[Path], target_tokens: int, prune: bool) -> Conca
         compact_seconds = time.perf_counter() - started
         passes = PassCounts()
         passes.add(d, mark)
+        after = d.measure()
         return ConcatResult(
+            order=order,
             prune=prune,
             sessions=sessions,
             corpus_sessions=len(files),
             messages=messages,
             tokens_before=before.total,
-            total_after=d.measure().total,
+            total_after=after.total,
+            newest_unit_after=unit_tokens(newest_unit(d), after),
             passes=passes,
             compact_seconds=compact_seconds,
             record_seconds=record_seconds,
@@ -384,13 +394,32 @@ class Run:
     windows: list[WindowResult]
 
 
+def warm_up() -> None:
+    """Load the tokenizer and the summarizer, so the first side timed pays for neither."""
+    with Dashr.create(in_memory=True) as d:
+        for i in range(4):
+            d.record_openai({"role": "user", "content": f"warm up {i}: run the tests"})
+            d.record_openai({"role": "assistant", "content": f"done {i}: 3 passed"})
+        d.compact()
+
+
 def run_once(quick: bool = False, corpus: Path = CORPUS) -> Run | None:
     """Both parts, each side; None when the corpus is absent."""
     files = corpus_files(quick, corpus)
     if not files:
         return None
     target = QUICK_TARGET_TOKENS if quick else TARGET_TOKENS
+    warm_up()
     concat = [concatenate(files, target, prune) for prune in sides()]
+    largest = concat[0].largest
+    if largest is not None and largest.session != session_name(files[-1]):
+        # The same corpus ending on the largest message: the request's newest unit is then
+        # the oversize message that only pruning can shrink.
+        last = [p for p in files if session_name(p) == largest.session]
+        order = [p for p in files if session_name(p) != largest.session] + last
+        concat += [
+            concatenate(order, target, prune, f"{largest.session} last") for prune in sides()
+        ]
     results = [
         windows(files, window, retain, prune) for window, retain in WINDOWS for prune in sides()
     ]
@@ -446,16 +475,17 @@ def _passes(p: PassCounts) -> str:
 
 def concat_table(runs: Sequence[Run]) -> list[str]:
     lines = [
-        "| pruning | sessions recorded | messages | request before | after `compact()` | "
-        "passes | nodes pruned | `compact()` s | recording s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| order | pruning | sessions recorded | messages | request before | after `compact()` "
+        "| newest unit after | passes | nodes pruned | `compact()` s | recording s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i, c in enumerate(runs[0].concat):
         same = [r.concat[i] for r in runs]
         copies = c.sessions / c.corpus_sessions
         lines.append(
-            f"| {_side(c.prune)} | {c.sessions} ({copies:.2f} × {c.corpus_sessions}) | "
-            f"{c.messages:,} | {c.tokens_before:,} | {c.total_after:,} | {_passes(c.passes)} | "
+            f"| {c.order} | {_side(c.prune)} | {c.sessions} ({copies:.2f} × "
+            f"{c.corpus_sessions}) | {c.messages:,} | {c.tokens_before:,} | {c.total_after:,} | "
+            f"{c.newest_unit_after:,} | {_passes(c.passes)} | "
             f"{c.passes.pruned_nodes} | {_seconds([s.compact_seconds for s in same])} | "
             f"{_seconds([s.record_seconds for s in same])} |"
         )

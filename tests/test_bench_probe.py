@@ -234,18 +234,23 @@ def test_prune_bench_quick_run_measures_every_request_and_reports_it(
     closing = sum(ms[-1]["role"] != "assistant" for ms in sessions)
     run = prune_bench.run_once(quick=True)
     assert run is not None
-    assert [c.prune for c in run.concat] == list(prune_bench.sides())
+    largest = run.concat[0].largest
+    assert largest is not None and largest.tokens > 0
+    assert largest.session in {prune_bench.session_name(p) for p in files}
+    orders = ["corpus order"]
+    if largest.session != prune_bench.session_name(files[-1]):
+        orders.append(f"{largest.session} last")
+    sides = prune_bench.sides()
+    assert [(c.order, c.prune) for c in run.concat] == [(o, p) for o in orders for p in sides]
     for c in run.concat:
         assert c.sessions >= len(files) and c.corpus_sessions == len(files)
         assert c.messages >= sum(len(ms) for ms in sessions) - len(files) + 1  # one system kept
         assert c.tokens_before >= prune_bench.QUICK_TARGET_TOKENS > c.total_after > 0
         assert c.passes.summary_passes == 1 and c.passes.failed_passes == 0
+        assert c.newest_unit_after <= c.total_after
     assert run.concat[0].passes.prune_passes == 0  # pruning off
-    largest = run.concat[0].largest
-    assert largest is not None and largest.tokens > 0
-    assert largest.session in {prune_bench.session_name(p) for p in files}
     keys = [(w.window, w.prune) for w in run.windows]
-    assert keys == [(w, p) for w, _ in prune_bench.WINDOWS for p in prune_bench.sides()]
+    assert keys == [(w, p) for w, _ in prune_bench.WINDOWS for p in sides]
     for w in run.windows:
         assert (w.requests, w.closing_requests) == (assistants, closing)
         assert all(o.total > w.trigger for o in w.over)
@@ -256,8 +261,9 @@ def test_prune_bench_quick_run_measures_every_request_and_reports_it(
     assert prune_bench.main(["--quick"]) == 0
     out = capsys.readouterr().out
     off = run.concat[0]
-    assert f"| off | {off.sessions} ({off.sessions / len(files):.2f} × {len(files)}) |" in out
-    assert f"| {off.tokens_before:,} | {off.total_after:,} |" in out
+    copies = f"{off.sessions} ({off.sessions / len(files):.2f} × {len(files)})"
+    assert f"| corpus order | off | {copies} |" in out
+    assert f"| {off.tokens_before:,} | {off.total_after:,} | {off.newest_unit_after:,} |" in out
     for w in run.windows:
         head = f"| {w.window // 1000}k / {w.retain // 1000}k | {prune_bench._side(w.prune)} |"
         assert f"{head} {w.requests:,} | {len(w.above())} (" in out
