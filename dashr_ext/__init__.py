@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._checkpoints import Checkpoint
-from ._compaction import CompactionResult
+from ._compaction import CompactionResult, PrunedNode, PruneResult
 from ._config import CompactionConfig, RecallConfig
 from ._controller import Dashr
 from ._events import Event, Message
@@ -49,6 +49,8 @@ __all__ = [
     "LLMSummarizer",
     "Measurement",
     "Message",
+    "PruneResult",
+    "PrunedNode",
     "RecallConfig",
     "RecallResult",
     "Session",

@@ -212,6 +212,36 @@ def entry_for_summary(
     )
 
 
+def entry_for_pruned(
+    original: Event,
+    *,
+    key: str,
+    at_ms: int,
+    tokens: int,
+    engine: str,
+    session_id: str,
+    archive_reasoning: bool = True,
+) -> ArchiveEntry:
+    """The archive entry of one pruned original (SPEC §6.5), under ``key`` (``p<seq>``).
+
+    Shaped like a checkpoint's entry, the original in its bucket, so one reader serves
+    both; ``meta`` adds ``"pruned": <seq>`` and its ``reason`` is ``"prune"``. ``at_ms`` is
+    the prune pass's time (its events carry it), so a rebuild from the log is identical.
+    """
+    entry = build_entry(
+        [original],
+        checkpoint=key,
+        at_ms=at_ms,
+        reason="prune",
+        engine=engine,
+        tokens=tokens,
+        session_id=session_id,
+        archive_reasoning=archive_reasoning,
+    )
+    entry["meta"]["pruned"] = original.seq
+    return entry
+
+
 def bucket_counts(entry: Mapping[str, Any]) -> dict[str, int]:
     """Item counts of the non-meta buckets of a full entry, in :data:`BUCKETS` order."""
     return {bucket: len(entry[bucket]) for bucket in BUCKETS}
@@ -228,7 +258,13 @@ def is_evicted(entry: Mapping[str, Any]) -> bool:
 def evicted_stub(entry: Mapping[str, Any]) -> ArchiveEntry:
     """The stub that replaces an evicted entry: how to recover it, and its meta."""
     meta = copy.deepcopy(dict(entry["meta"]))
-    return {"evicted": True, "recover": f'history_read("{meta["checkpoint"]}")', "meta": meta}
+    pruned = meta.get("pruned")
+    recover = f"history_read(seq={pruned})" if isinstance(pruned, int) else None
+    return {
+        "evicted": True,
+        "recover": recover or f'history_read("{meta["checkpoint"]}")',
+        "meta": meta,
+    }
 
 
 def entry_size_bytes(entry: Mapping[str, Any]) -> int:

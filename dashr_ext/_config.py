@@ -16,6 +16,8 @@ __all__ = [
     "CHUNK_STATE_MIN_MULTIPLE",
     "ENGINES",
     "MIN_SUMMARY_TOKENS",
+    "PRUNE_CEILING",
+    "PRUNE_FLOOR",
     "STUB_CHUNK_MAX_RATIO",
     "SUMMARY_CEILING",
     "SUMMARY_FLOOR",
@@ -29,6 +31,8 @@ MIN_SUMMARY_TOKENS = 128
 """The smallest ``max_summary_tokens``: a summary's eight section headings alone take ~70."""
 SUMMARY_SHARE, SUMMARY_FLOOR, SUMMARY_CEILING = 0.15, 256, 8192
 """``max_summary_tokens`` left at None: 15% of the trigger, at least 256, at most 8192."""
+PRUNE_FLOOR, PRUNE_CEILING = 1024, 8192
+"""``prune_tool_output_tokens`` left at None: an eighth of the trigger within these bounds."""
 STUB_CHUNK_MAX_RATIO = 0.125
 """``stub_tokens / chunk_tokens`` may not exceed this: an index stub condenses at least 8×."""
 CHUNK_STATE_MIN_MULTIPLE = 2
@@ -72,6 +76,14 @@ class CompactionConfig:
     Left at None, the three sizes follow the window (:attr:`chunk_budget`,
     :attr:`stub_budget`, :attr:`state_budget`), so a 20k recency window gets a state of
     ~1.2k tokens and several stubs per pass, and a 128k window 4k and 8k-token chunks.
+
+    Pruning (SPEC §6.5, ``prune=True``) runs first and needs no model: a tool output or
+    assistant text above ``prune_tool_output_tokens`` (:attr:`prune_threshold`) keeps a
+    head and tail of ``prune_keep_chars`` characters plus a marker naming where the
+    original is. Any single message above ``oversize_ratio × trigger``
+    (:attr:`oversize_tokens`) is pruned wherever it is, the newest included; older
+    candidates only when that alone brings the request under the trigger (otherwise the
+    summary condenses them from the originals).
     """
 
     engine: str = "summary"
@@ -89,6 +101,10 @@ class CompactionConfig:
     stub_tokens: int | None = None
     state_max_tokens: int | None = None
     stub_region_ratio: float = 0.25
+    prune: bool = True
+    prune_tool_output_tokens: int | None = None
+    prune_keep_chars: int = 2000
+    oversize_ratio: float = 0.25
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -109,6 +125,12 @@ class CompactionConfig:
             raise ConfigError("archive_reasoning", "True or False", self.archive_reasoning)
         if self.archive_max_bytes is not None:
             _int("archive_max_bytes", self.archive_max_bytes, 1)
+        if not isinstance(self.prune, bool):
+            raise ConfigError("prune", "True or False", self.prune)
+        if self.prune_tool_output_tokens is not None:
+            _int("prune_tool_output_tokens", self.prune_tool_output_tokens, 64)
+        _int("prune_keep_chars", self.prune_keep_chars, 200, 100_000)
+        _ratio("oversize_ratio", self.oversize_ratio)
         self._check_recallable()
         threshold = self.threshold_tokens
         if self.retain_tokens is None and self.retain_ratio >= self.threshold_ratio:
@@ -230,6 +252,22 @@ class CompactionConfig:
         if self.stub_tokens is not None:
             return self.stub_tokens
         return max(32, min(160, int(STUB_CHUNK_MAX_RATIO * self.chunk_budget)))
+
+    @property
+    def prune_threshold(self) -> int:
+        """``prune_tool_output_tokens``, or when None an eighth of the trigger in [1024, 8192].
+
+        Tool outputs and assistant texts above it are pruning candidates (SPEC §6.5).
+        """
+        if self.prune_tool_output_tokens is not None:
+            return self.prune_tool_output_tokens
+        return min(PRUNE_CEILING, max(PRUNE_FLOOR, self.trigger_tokens // 8))
+
+    @property
+    def oversize_tokens(self) -> int:
+        """``oversize_ratio × trigger``: no unit of the retained tail stays larger, and a
+        single message above it (a user-role observation too) is pruned wherever it is."""
+        return max(1, int(self.oversize_ratio * self.trigger_tokens))
 
     @property
     def threshold_tokens(self) -> int:

@@ -26,6 +26,7 @@ from ._compaction import (
     ExtraEnvelope,
     PassSlot,
     Pointers,
+    PruneResult,
     make_engine,
 )
 from ._compaction.commit import close_orphan_passes, rebuild_archive
@@ -338,8 +339,31 @@ class Dashr:
         )
 
     def handle_overflow(self) -> bool:
-        """After a context-length error: forced reduction; True means retry the request once."""
+        """After a context-length error: forced reduction; True means retry the request once.
+
+        Oversize outputs are pruned first; when that alone makes the request fit, no
+        summary pass runs.
+        """
         return self.engine.handle_overflow(self._extra())
+
+    def prune(
+        self, *, start_seq: int | None = None, end_seq: int | None = None
+    ) -> PruneResult | None:
+        """Prune oversize outputs now, no model call (SPEC §6.5); None when nothing qualifies.
+
+        Every tool output and assistant text above ``prune_tool_output_tokens`` outside the
+        retained tail, and any message above ``oversize_ratio × trigger``, keeps a head and
+        tail excerpt plus a marker naming the original (``history_read(seq=N)``,
+        ``dashr_compaction_archive["pN"]``). An explicit range must be tool-pairing balanced
+        and leave the executing step alone.
+        """
+        return self.engine.prune(start_seq=start_seq, end_seq=end_seq, extra=self._extra())
+
+    @property
+    def last_prune(self) -> PruneResult | None:
+        """The prune pass the latest request check, ``compact()``, ``handle_overflow()`` or
+        ``prune()`` ran, if any."""
+        return self.engine.last_prune
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every committed checkpoint, oldest first."""

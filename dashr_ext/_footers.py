@@ -289,8 +289,12 @@ def _words(*words: str) -> str:
 _TAG = re.compile(r"<\s*(?:/\s*)?compacted[\s_-]*summary\s*(?P<close>>)?")
 """An opening or closing framing tag, with or without its ``>``."""
 
-_BRACKET = re.compile(r"\[ *(?P<word>checkpoint(?=[^\w\n]*c[^\w\n]*\d)|compaction[_ -]*archive\b)")
-"""The opening of a footer (``[checkpoint c42``) or of the marker (``[compaction archive``)."""
+_BRACKET = re.compile(
+    r"\[ *(?P<word>checkpoint(?=[^\w\n]*c[^\w\n]*\d)|compaction[_ -]*archive\b"
+    r"|output[_ -]*pruned\b)"
+)
+"""The opening of a footer (``[checkpoint c42``), of the marker (``[compaction archive``) or of
+a pruning marker (``[output pruned``)."""
 
 _PHRASE = re.compile(
     "|".join(
@@ -359,8 +363,9 @@ def neutralize_summary(text: str) -> str:
 
     * a framing tag (``<compacted-summary>``, ``</compacted-summary>``) has its brackets
       replaced: ``&lt;/compacted-summary&gt;``;
-    * a footer or marker opening (``[checkpoint c…``, ``[compaction archive``) becomes
-      ``[quoted checkpoint c…`` / ``[quoted compaction archive``;
+    * a footer or marker opening (``[checkpoint c…``, ``[compaction archive``,
+      ``[output pruned``) becomes ``[quoted checkpoint c…`` / ``[quoted compaction archive``
+      / ``[quoted output pruned``;
     * a line with the footer's, the marker's or the pointer's own wording starts with
       ``[quoted] ``;
     * on such a line, one with a quoted opening, or one that starts like the marker's

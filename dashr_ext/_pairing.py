@@ -12,7 +12,9 @@ so that no request ever holds a tool call without its result or a result without
 * a call left without a result when a newer user or assistant message arrives is closed by
   a **synthetic result** (source kind :data:`SYNTHETIC_SOURCE`), so balanced cuts exist
   again. Logs written by other tools may still hold such a call with newer messages after
-  it; a range selector then treats it as abandoned rather than waiting for it forever.
+  it: the call is **abandoned**. It blocks no cut and nothing closes it (a result at the
+  end of the surface would sit apart from its call and block every cut in between); a
+  result recorded for it now is refused (one the other writer logged replays as written).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def synthetic_result(call_id: str, tool_name: str, reason: str) -> dict[str, Any
 
 
 _IN_PLACE_TYPES = frozenset({"tool/result", "assistant/message", "user/message"})
+_MESSAGE_TYPES = frozenset({"user/message", "assistant/message"})
 
 
 def in_place(old: Event, new_type: str, new: Message) -> bool:
@@ -90,6 +93,8 @@ class ToolPairing:
         self.pending: dict[str, None] = {}
         self.synthetic: dict[str, None] = {}
         """Calls whose latest result is synthetic (a real one may still take its place)."""
+        self.abandoned: dict[str, None] = {}
+        """Calls without a result that a newer message followed (a log of another writer)."""
 
     # ------------------------------------------------------------------ checks
 
@@ -134,14 +139,23 @@ class ToolPairing:
         """
         if spec.surface_op != "append":
             return [], spec
-        if spec.type in ("user/message", "assistant/message"):
+        if spec.type in _MESSAGE_TYPES:
             return self.waiting(current), spec
         message = spec.data.get("message")
         if spec.type == "tool/result" and isinstance(message, Mapping):
             cid = message.get("toolCallId")
-            at = self.replaceable_result(cid, current) if isinstance(cid, str) else None
+            if not isinstance(cid, str):
+                return [], spec
+            at = self.replaceable_result(cid, current)
             if at is not None:
                 return [], replace(spec, surface_op=Replace(at, at), source_event_seqs=(at,))
+            if cid in self.abandoned and self.call_seq.get(cid) in current:
+                known = ", ".join(self.waiting(current)) or "none"
+                raise SurfaceError(
+                    f"tool call {cid!r} (seq {self.call_seq[cid]}) was abandoned: newer messages "
+                    "followed it without a result, and a result now would sit apart from its "
+                    f"call; calls awaiting a result: {known}"
+                )
         return [], spec
 
     def synthetic_spec(self, call_id: str, reason: str) -> EventSpec:
@@ -151,17 +165,26 @@ class ToolPairing:
 
     # ------------------------------------------------------------------ the fold
 
-    def apply(self, seq: int, event_type: str, message: Message) -> None:
-        """Fold a new surface node (appended, or in place of others)."""
+    def apply(self, seq: int, event_type: str, message: Message, *, appended: bool) -> None:
+        """Fold a new surface node (``appended``, or in place of others).
+
+        A user or assistant message appended while calls wait abandons them: this session
+        closes such calls before it appends a newer message, so only a log another writer
+        wrote gets here (replayed, it folds the same way).
+        """
+        if appended and event_type in _MESSAGE_TYPES and self.pending:
+            self.abandoned.update(self.pending)
+            self.pending.clear()
         for call in message.tool_calls:
             self.call_seq[call.id] = seq
             self.call_name[call.id] = call.name
-            if call.id not in self.result_seq:
+            if call.id not in self.result_seq and call.id not in self.abandoned:
                 self.pending[call.id] = None
         if event_type == "tool/result" and message.tool_call_id is not None:
             cid = message.tool_call_id
             self.result_seq[cid] = seq
             self.pending.pop(cid, None)
+            self.abandoned.pop(cid, None)  # another writer's late result: the log says so
             if message.source_kind == SYNTHETIC_SOURCE:
                 self.synthetic[cid] = None
             else:
@@ -174,16 +197,11 @@ class ToolPairing:
     # ------------------------------------------------------------------ cuts
 
     def balanced_cuts(
-        self,
-        surface: Sequence[int],
-        current: set[int],
-        position: Callable[[int], int],
-        last_message: int,
+        self, surface: Sequence[int], current: set[int], position: Callable[[int], int]
     ) -> list[bool]:
         """``cuts[k]``: cutting the surface before position ``k`` splits no pair.
 
-        ``last_message`` is the position of the newest user or assistant node: a call still
-        waiting before it was abandoned (a log from another writer) and blocks no cut.
+        A call still waiting blocks every cut after it; an abandoned call blocks none.
         """
         n = len(surface)
         diff = [0] * (n + 2)
@@ -193,8 +211,8 @@ class ToolPairing:
             a = position(call_seq)
             result_seq = self.result_seq.get(cid)
             if result_seq is None:
-                if a < last_message:
-                    continue  # abandoned: newer messages arrived, no result ever will
+                if cid in self.abandoned:
+                    continue  # newer messages followed it: no result ever will
                 b = n  # waiting: no cut after the call is balanced
             elif result_seq in current:
                 b = position(result_seq)

@@ -26,7 +26,7 @@ from ._events import (
 )
 from ._filelock import release_in_forked_child, renewed_in_child
 from ._formats.openai import to_event_specs, to_openai
-from ._pairing import ToolPairing, in_place
+from ._pairing import SYNTHETIC_SOURCE, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
@@ -36,8 +36,6 @@ from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 __all__ = ["Session"]
 
 FORMAT = "dashr/1"
-
-_MESSAGE_TYPES = frozenset({"user/message", "assistant/message"})
 
 
 # --------------------------------------------------------------------------- session
@@ -309,11 +307,7 @@ class Session:
         with self._lock:
             if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
                 return self._balance_cache[1]
-            surface, events = self._surface, self._events
-            last = len(surface) - 1
-            while last >= 0 and events[surface[last]].type not in _MESSAGE_TYPES:
-                last -= 1
-            cuts = self._pairing.balanced_cuts(surface, self._current, self.position, last)
+            cuts = self._pairing.balanced_cuts(self._surface, self._current, self.position)
             self._balance_cache = (self._surface_version, cuts)
             return cuts
 
@@ -609,9 +603,15 @@ class Session:
             self._surface[a : b + 1] = [seq]
         else:
             self._surface.append(seq)
-            self._turns.apply_message(seq, message)
+            call_seq = None
+            if message.source_kind == SYNTHETIC_SOURCE and message.tool_call_id is not None:
+                call_seq = self._pairing.call_seq.get(message.tool_call_id)
+            if call_seq is not None:  # a synthetic result joins the step of its call
+                self._turns.apply_closing_result(seq, call_seq, message)
+            else:
+                self._turns.apply_message(seq, message)
         self._current.add(seq)
-        self._pairing.apply(seq, event.type, message)
+        self._pairing.apply(seq, event.type, message, appended=not isinstance(op, Replace))
         self._surface_version += 1
 
     # ------------------------------------------------------------------ the surface in order

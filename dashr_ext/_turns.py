@@ -103,6 +103,19 @@ class TurnFold:
         for kind, data in after:
             self._fold(seq, kind, data)
 
+    def apply_closing_result(self, seq: int, call_seq: int, message: Message) -> None:
+        """Fold a synthetic result appended to close the call at ``call_seq``.
+
+        It joins the call's step even when that step has ended (the harness marked a new
+        step or turn before the newer message that closed the call), so the call and its
+        result stay one unit and the executing step holds neither.
+        """
+        step = self._step_of.get(call_seq)
+        if step is None or step == self.open_step:
+            self.apply_message(seq, message)
+        else:
+            self._step_of[seq] = step
+
     def implied_markers(
         self, role: str, source_kind: str, has_tool_calls: bool
     ) -> tuple[list[Marker], list[Marker]]:

@@ -854,6 +854,8 @@ class Outcome:
     original_tokens: int
     passes: int
     failed_passes: int
+    prune_passes: int
+    """Prune passes (no model call) that ran before the summary passes."""
     over_budget: tuple[int, ...]
     """Measured totals above the budget of the requests sent (after every pressure check,
     passes or not), unless the newest unit alone is larger than the budget."""
@@ -898,15 +900,19 @@ def budget_config(budget_tokens: int, engine: str = "summary") -> CompactionConf
     )
 
 
-def _passes(d: Dashr) -> tuple[int, int]:
-    ok = failed = 0
+def _passes(d: Dashr) -> tuple[int, int, int]:
+    """Summary passes that committed and that failed, and prune passes."""
+    ok = failed = pruned = 0
     for event in d.session.events:
-        if event.type == "compaction/end":
-            if "error" in event.data:
-                failed += 1
-            else:
-                ok += 1
-    return ok, failed
+        if event.type != "compaction/end":
+            continue
+        if "pruned" in event.data:
+            pruned += 1
+        elif "error" in event.data:
+            failed += 1
+        else:
+            ok += 1
+    return ok, failed, pruned
 
 
 def _newest_unit_tokens(d: Dashr) -> int:
@@ -961,7 +967,7 @@ def replay(
         d.record_openai(message)
     final = check()
     facts = score(d, session, final)
-    passes, failed = _passes(d)
+    passes, failed, pruned = _passes(d)
     outcome = Outcome(
         session=session.name,
         budget_ratio=budget_ratio,
@@ -969,6 +975,7 @@ def replay(
         original_tokens=original,
         passes=passes,
         failed_passes=failed,
+        prune_passes=pruned,
         over_budget=tuple(over),
         final_total=totals[-1],
         largest_request=max(totals),
@@ -1025,7 +1032,8 @@ def _message_seqs(d: Dashr) -> dict[int, int]:
     index = 1
     for event in d.session.events:
         if event.type in ("user/message", "assistant/message", "tool/result") and (
-            event.message.source_kind != "compact-checkpoint"
+            event.surface_op == "append"  # not a checkpoint, nor a pruned output's new node
+            and event.message.source_kind != "synthetic"
         ):
             out[index] = event.seq
             index += 1
@@ -1065,7 +1073,7 @@ def replay_passes(
     while lo <= hi:
         mid = (lo + hi) // 2
         outcome, d = run(turns[mid])
-        if outcome.passes >= passes:
+        if outcome.passes + outcome.prune_passes >= passes:
             if best is not None:
                 best[1].close()
             best = (outcome, d)

@@ -348,7 +348,9 @@ def test_a_turn_a_dead_process_left_open_is_closed_when_the_next_turn_starts(
         assert agent_for(d, server).run_turn("Start over.") == "Starting over."
         [result] = tool_results(d)
         assert (result.message.tool_call_id, result.message.is_error) == ("call_x", True)
-        assert result.message.text.startswith("[interrupted: the process running this turn")
+        # Dashr.open answered the call the dead process left waiting (SPEC §6.5).
+        assert result.message.source == {"kind": "synthetic", "reason": "reopened"}
+        assert result.message.text.startswith("[no result recorded: the session was reopened")
         assert [t.reason for t in d.session.turns] == ["interrupted", "completed"]
         assert orphan_results(server.requests[0].messages) == []
         assert_consistent(d)

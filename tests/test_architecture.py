@@ -145,6 +145,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dashr_ext._fileops_shell",
             "dashr_ext._fileops_code",
             "dashr_ext._footers",
+            "dashr_ext._pruned",
             "dashr_ext._pointer",
             "dashr_ext._plaintext",
         ),

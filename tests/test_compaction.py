@@ -421,6 +421,7 @@ def test_a_retry_never_condenses_only_the_previous_checkpoint(tmp_path: Path, cl
         retain_tokens=6_000,
         max_summary_tokens=1500,
         compaction_retries=3,
+        prune=False,  # else the newest output is pruned (test_prune.py)
     )
     record_steps(d, 24, chars=1600, user="go")
     record_steps(d, 1, chars=40_000, first=24)  # ~10k tokens: over the trigger on its own

@@ -205,8 +205,8 @@ def test_the_passes_run(variant: int, ratio: float, passes: int) -> None:
     assert o.failed_passes == 0
     if passes == 1:
         assert o.passes == 1
-    else:
-        assert o.passes >= passes
+    else:  # pruning alone may bring a request under the budget: a pass without a model call
+        assert o.passes + o.prune_passes >= passes
 
 
 @pytest.mark.parametrize(("variant", "ratio", "passes"), RUNS)

@@ -820,6 +820,9 @@ def test_config_engine_recallable_compacts_into_stubs_and_a_state(ip: Interactiv
             data = d.session.event(cp.summary_seq).data
             assert data["summarizer"]["kind"] == "extractive", data["summary"]
     archive = ip.user_ns["dashr_compaction_archive"]
-    assert sorted(archive) == sorted(cp.id for cp in d.checkpoints())  # one entry each
+    checkpoints = sorted(k for k in archive if "pruned" not in archive[k]["meta"])
+    assert checkpoints == sorted(cp.id for cp in d.checkpoints())  # one entry each
+    pruned = [e for e in archive.values() if "pruned" in e["meta"]]  # and one per pruned output
+    assert all(e["meta"]["checkpoint"] == f"p{e['meta']['pruned']}" for e in pruned)
     outline = run(ip, "%history_outline")
     assert "| stub, summary seq" in str(outline) and "| state, summary seq" in str(outline)

@@ -10,6 +10,7 @@ from .._events import now_ms
 from ..errors import ConfigError
 from .commit import Pointers
 from .engine import CompactionEngine, CompactionResult, ExtraEnvelope, PassSlot
+from .prune import PrunedNode, PruneResult
 from .recallable import RecallableEngine
 from .summary import SummaryEngine
 
@@ -25,6 +26,8 @@ __all__ = [
     "ExtraEnvelope",
     "PassSlot",
     "Pointers",
+    "PruneResult",
+    "PrunedNode",
     "RecallableEngine",
     "SummaryEngine",
     "make_engine",

@@ -15,8 +15,15 @@ from typing import Any
 from .. import _archive as archive_mod
 from .._checkpoints import Checkpoint, checkpoint_of
 from .._events import EventSpec, Replace
-from .._payloads import POINTER_SOURCE, end_payload, start_payload, summary_payload
+from .._payloads import (
+    POINTER_SOURCE,
+    StartPayload,
+    end_payload,
+    start_payload,
+    summary_payload,
+)
 from .._pointer import pointer_text
+from .._pruned import pruned_info
 from .._session import Session
 from ..errors import CompactionWarning, DashrError
 from .compose import Composition, checkpoint_specs
@@ -93,9 +100,33 @@ def restore_archive(archive: MutableMapping[str, Any], undo: ArchiveUndo) -> Non
 def rebuild_archive(
     session: Session, max_bytes: int | None, archive: MutableMapping[str, Any]
 ) -> None:
-    """Rebuild the archive of every committed pass from the log (identical to the live one)."""
+    """Rebuild the archive of every committed pass from the log (identical to the live one).
+
+    Checkpoint entries come from ``compaction/summary`` events, pruned originals' entries
+    (``p<seq>``) from the pruned nodes, in log order as they were written.
+    """
     committed = {checkpoint_of(e) for e in session.events} - {None}
+    starts: dict[str, StartPayload] = {}
     for event in session.events:
+        if event.type == "compaction/start":
+            starts[start_payload(event)["compactionId"]] = start_payload(event)
+            continue
+        info = pruned_info(event)
+        if info is not None:
+            if isinstance(info.get("archive"), str):
+                start = starts.get(str(info.get("compactionId")))
+                archive[info["archive"]] = archive_mod.entry_for_pruned(
+                    session.event(int(info["seq"])),
+                    key=info["archive"],
+                    at_ms=event.time,
+                    tokens=int(info["tokens"]),
+                    engine=start["engine"] if start else "",
+                    session_id=session.id,
+                    archive_reasoning=bool(start.get("archiveReasoning", True)) if start else True,
+                )
+                for cid in archive_mod.apply_cap(archive, max_bytes):
+                    archive[cid] = archive_mod.evicted_stub(archive[cid])
+            continue
         if event.type != "compaction/summary":
             continue
         data = summary_payload(event)
@@ -127,6 +158,8 @@ def close_orphan_passes(session: Session) -> None:
             open_passes.pop(end_payload(event)["compactionId"], None)
         elif checkpoint_of(event) is not None:
             committed.add(str(event.message.source.get("compactionId")))
+        elif (info := pruned_info(event)) is not None:
+            committed.add(str(info.get("compactionId")))  # a prune batch cut short
     for compaction_id, seq in open_passes.items():
         if compaction_id in committed:
             warnings.warn(

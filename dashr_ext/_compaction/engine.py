@@ -46,7 +46,9 @@ from ..errors import (
 from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
 from .compose import MIN_SUMMARY_BODY, checkpoint_overhead, compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
-from .selection import head_cut_for_overflow
+from .prune import PruneResult
+from .pruning import Pruner
+from .selection import head_cut_for_overflow, head_cut_for_retain
 from .summarize import summarize
 
 if TYPE_CHECKING:
@@ -83,6 +85,8 @@ class CompactionResult:
     checkpoints: tuple[str, ...] = ()
     """Every checkpoint the pass committed, left to right (the recallable engine's stubs,
     then its state checkpoint); empty means just :attr:`checkpoint`."""
+    pruned: PruneResult | None = None
+    """The prune pass that ran just before this one, if any (SPEC §6.5)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,9 @@ class CompactionEngine:
         self._deferred: int | None = None
         self._extra = ExtraEnvelope()
         """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
+        self._pruner = Pruner(self)
+        self.last_prune: PruneResult | None = None
+        """The prune pass the latest trigger ran (pressure, manual, overflow or prune())."""
 
     # ------------------------------------------------------------------ measuring
 
@@ -194,7 +201,7 @@ class CompactionEngine:
         events = self.session.events
         for seq in range(self._ends_seen, len(events)):
             event = events[seq]
-            if event.type == "compaction/end":
+            if event.type == "compaction/end" and "pruned" not in event.data:
                 value = event.data.get("deferredStaleTokens")
                 self._deferred = value if isinstance(value, int) else None
         self._ends_seen = len(events)
@@ -225,6 +232,12 @@ class CompactionEngine:
             for u in units
         ]
         return head_cut_for_overflow(units, s.balanced_cuts(), is_context)
+
+    def _retain_cut(self, measurement: Measurement) -> int:
+        """The retain rule's cut (SPEC §4.3): positions before it lie outside the kept tail."""
+        s = self.session
+        tokens = [t for _seq, t in measurement.nodes]
+        return head_cut_for_retain(s.units(), s.balanced_cuts(), tokens, self.config.retain_budget)
 
     def _check_measured(self, measurement: Measurement) -> None:
         """Raise unless ``measurement`` describes the current surface."""
@@ -321,6 +334,7 @@ class CompactionEngine:
         does while another thread's pass is summarizing.
         """
         results: list[CompactionResult] = []
+        self.last_prune = None
         if not self.config.auto or self.session.read_only:
             self._add_pointers()
             return results
@@ -328,6 +342,14 @@ class CompactionEngine:
         budget = self.config.summary_budget
         measurement: Measurement | None = None
         measured_at = -1  # the log length ``measurement`` describes
+        try:  # cheap, deterministic reductions first (SPEC §6.5)
+            self.last_prune = self._pruner.before_summary(extra, old=None)
+        except CompactionInProgressError as exc:
+            if self._slot.thread == threading.get_ident():
+                raise
+            _warn_uncompacted(exc)
+            self._add_pointers()
+            return results
         for attempt in range(self.config.compaction_retries + 1):
             with s.lock:  # measure, plan and start on one state
                 if measurement is None or measured_at != len(s):
@@ -364,24 +386,59 @@ class CompactionEngine:
         end_seq: int | None = None,
         extra: ExtraEnvelope = ExtraEnvelope(),
     ) -> CompactionResult | None:
-        """Run one pass now; None when nothing is compactable. Failures raise."""
+        """Run one pass now; None when nothing is compactable. Failures raise.
+
+        Without an explicit range, oversize outputs are pruned first (:attr:`last_prune`,
+        and :attr:`CompactionResult.pruned` when a summary pass follows).
+        """
         if trigger not in TRIGGERS:
+            hint = " (prune with prune())" if trigger == "prune" else ""
             raise CompactionError(
-                f"trigger: expected one of {', '.join(TRIGGERS)}, got {trigger!r}"
+                f"trigger: expected one of {', '.join(TRIGGERS)}, got {trigger!r}{hint}"
             )
         if (start_seq is None) != (end_seq is None):
             raise CompactionError(
                 "give both start_seq and end_seq for an explicit range, or neither"
             )
+        self.last_prune = None
         with self.session.lock:  # measure, plan and start on one state
             span = None
             if start_seq is not None and end_seq is not None:
                 span = check_explicit_range(self.session, start_seq, end_seq)
+            else:
+                self.last_prune = self._pruner.before_summary(extra, old=False)
             plan = self.plan(trigger, self.measure(extra), span)
             started = None if plan is None else self._start(plan)
         result = None if started is None else self._finish(started, extra)[0]
         self._add_pointers()
+        if result is not None and self.last_prune is not None:
+            result = replace(result, pruned=self.last_prune)
         return result
+
+    def prune(
+        self,
+        *,
+        start_seq: int | None = None,
+        end_seq: int | None = None,
+        extra: ExtraEnvelope = ExtraEnvelope(),
+    ) -> PruneResult | None:
+        """One prune pass now (SPEC §6.5): every candidate, old outputs included.
+
+        ``start_seq``/``end_seq`` limit it to an explicit range, which must be balanced and
+        leave the executing step alone (else :class:`~dashr_ext.errors.SurfaceError`, log
+        untouched). None when nothing is prunable.
+        """
+        if (start_seq is None) != (end_seq is None):
+            raise CompactionError(
+                "give both start_seq and end_seq for an explicit range, or neither"
+            )
+        with self.session.lock:
+            span = None
+            if start_seq is not None and end_seq is not None:
+                span = check_explicit_range(self.session, start_seq, end_seq)
+            self.last_prune = self._pruner.run(self.measure(extra), extra, old=True, span=span)
+        self._add_pointers()
+        return self.last_prune
 
     def handle_overflow(self, extra: ExtraEnvelope = ExtraEnvelope()) -> bool:
         """Forced reduction after a provider's context-length error.
@@ -389,9 +446,18 @@ class CompactionEngine:
         Returns True when the surface changed, so the caller retries the request once.
         """
         changed = False
+        self.last_prune = None
         try:
             with self.session.lock:  # measure, plan and start on one state
-                plan = self.plan("context-overflow", self.measure(extra))
+                self.last_prune = self._pruner.before_summary(extra, old=True)
+                measurement = self.measure(extra)
+                if self.last_prune is not None and not self.config.should_compact(
+                    measurement.total
+                ):
+                    self._add_pointers()
+                    return True  # pruning alone made the request fit
+                changed = self.last_prune is not None
+                plan = self.plan("context-overflow", measurement)
                 started = None if plan is None else self._start(plan)
             if started is not None:
                 self._finish(started, extra)

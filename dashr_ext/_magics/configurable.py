@@ -116,6 +116,26 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.archive_reasoning,
         help="Keep the model's reasoning text in archive entries.",
     ).tag(config=True)
+    prune = Bool(
+        COMPACTION_DEFAULTS.prune,
+        help="Prune oversize outputs (head and tail kept, original archived) before "
+        "summarizing; no model call.",
+    ).tag(config=True)
+    prune_tool_output_tokens = Integer(
+        COMPACTION_DEFAULTS.prune_tool_output_tokens,
+        allow_none=True,
+        help="Tool outputs and assistant texts above this many tokens are pruning "
+        "candidates (>= 64; None: an eighth of the trigger, 1024-8192).",
+    ).tag(config=True)
+    prune_keep_chars = Integer(
+        COMPACTION_DEFAULTS.prune_keep_chars,
+        help="Characters of head and tail a pruned output keeps (200-100000).",
+    ).tag(config=True)
+    oversize_ratio = Float(
+        COMPACTION_DEFAULTS.oversize_ratio,
+        help="A message above this share of the trigger is pruned wherever it is, the "
+        "newest included; no unit of the retained tail stays larger; in (0, 1).",
+    ).tag(config=True)
 
     chunk_tokens = Integer(
         COMPACTION_DEFAULTS.chunk_tokens,
