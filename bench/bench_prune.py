@@ -151,9 +151,16 @@ class PassCounts:
     summary_passes: int = 0
     failed_passes: int = 0
     pruned_nodes: int = 0
+    pruned_roles: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Pruned nodes by the role of the original."""
+    pruned_tasks: list[str] = dataclasses.field(default_factory=list)
+    """Sessions whose first user message (the task) was pruned (given ``session``)."""
 
-    def add(self, d: Dashr, since: int) -> None:
+    def add(self, d: Dashr, since: int, session: str | None = None) -> None:
         events = d.session.events
+        first_user = next(
+            (e.seq for e in events if e.is_surface and e.message.role == "user"), None
+        )
         for seq in range(since, len(events)):
             event = events[seq]
             if event.type == "compaction/start":
@@ -163,7 +170,12 @@ class PassCounts:
                     self.summary_passes += 1
             elif event.type == "compaction/end":
                 self.failed_passes += "error" in event.data
-                self.pruned_nodes += len(event.data.get("pruned") or ())
+                for pruned in event.data.get("pruned") or ():
+                    self.pruned_nodes += 1
+                    role = d.session.event(pruned["seq"]).message.role
+                    self.pruned_roles[role] = self.pruned_roles.get(role, 0) + 1
+                    if session is not None and pruned["seq"] == first_user:
+                        self.pruned_tasks.append(session)
 
 
 # --------------------------------------------------------------------------- 1. concatenation
@@ -371,7 +383,7 @@ def replay(path: Path, result: WindowResult) -> None:
             d.record_openai(message)
         if messages and messages[-1].get("role") != "assistant":
             _request(d, result, name, "closing")
-        result.passes.add(d, 0)
+        result.passes.add(d, 0, name)
 
 
 def windows(files: Sequence[Path], window: int, retain: int, prune: bool) -> WindowResult:
@@ -473,6 +485,13 @@ def _passes(p: PassCounts) -> str:
     return text + (f" ({p.failed_passes} failed)" if p.failed_passes else "")
 
 
+def _pruned(p: PassCounts) -> str:
+    if not p.pruned_nodes:
+        return "0"
+    roles = ", ".join(f"{role} {n}" for role, n in sorted(p.pruned_roles.items()))
+    return f"{p.pruned_nodes} ({roles})"
+
+
 def concat_table(runs: Sequence[Run]) -> list[str]:
     lines = [
         "| order | pruning | sessions recorded | messages | request before | after `compact()` "
@@ -485,8 +504,8 @@ def concat_table(runs: Sequence[Run]) -> list[str]:
         lines.append(
             f"| {c.order} | {_side(c.prune)} | {c.sessions} ({copies:.2f} × "
             f"{c.corpus_sessions}) | {c.messages:,} | {c.tokens_before:,} | {c.total_after:,} | "
-            f"{c.newest_unit_after:,} | {_passes(c.passes)} | "
-            f"{c.passes.pruned_nodes} | {_seconds([s.compact_seconds for s in same])} | "
+            f"{c.newest_unit_after:,} | {_passes(c.passes)} | {_pruned(c.passes)} | "
+            f"{_seconds([s.compact_seconds for s in same])} | "
             f"{_seconds([s.record_seconds for s in same])} |"
         )
     return lines
@@ -508,7 +527,7 @@ def windows_table(runs: Sequence[Run]) -> list[str]:
             f"{above} ({share:.2%}) | {allowed} | {above - allowed} | "
             f"{w.max_total:,} ({w.max_total / w.trigger:.2f}×) | "
             f"{w.closing_requests}: {len(w.above(True))} / {len(w.allowed(True))} | "
-            f"{_passes(w.passes)} | {w.passes.pruned_nodes} | "
+            f"{_passes(w.passes)} | {_pruned(w.passes)} | "
             f"{_seconds([s.seconds for s in same])} |"
         )
     return lines
@@ -562,6 +581,12 @@ def report(runs: Sequence[Run]) -> list[str]:
     ]
     if not HAS_PRUNE:
         lines.append("This code has no `prune` setting: only the side without pruning ran.")
+    for w in first.windows:
+        if w.passes.pruned_tasks:
+            lines.append(
+                f"Pruned first user message (the task), {w.window // 1000}k: "
+                f"{', '.join(w.passes.pruned_tasks)}."
+            )
     lines += ["", "Requests above the trigger not explained by the newest unit:", ""]
     lines += over_lines(first, allowed=False) or ["* none"]
     lines += ["", "Requests above the trigger whose newest unit alone is above it (allowed):", ""]

@@ -256,6 +256,9 @@ def test_prune_bench_quick_run_measures_every_request_and_reports_it(
         assert all(o.total > w.trigger for o in w.over)
         assert all(o.allowed == (o.newest_unit_tokens > w.trigger) for o in w.over)
     assert all(w.passes.pruned_nodes == 0 for w in run.windows if not w.prune)
+    for p in [*(c.passes for c in run.concat), *(w.passes for w in run.windows)]:
+        assert sum(p.pruned_roles.values()) == p.pruned_nodes
+        assert set(p.pruned_roles) <= {"tool", "assistant", "user"}
     assert prune_bench.run_from_json(prune_bench.run_to_json(run)) == run
 
     assert prune_bench.main(["--quick"]) == 0
