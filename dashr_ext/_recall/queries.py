@@ -15,6 +15,7 @@ from typing import Any
 from .._checkpoints import Checkpoint, CheckpointIndex, checkpoint_of
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
+from .._pruned import archive_key, pruned_info
 from .._session import Session
 from .._turns import Turn
 from ..errors import ConfigError, RecallError
@@ -53,6 +54,8 @@ class Recall:
         self._cp_by_id: dict[str, Checkpoint] = {}
         self._cp_range: dict[str, tuple[int, int]] = {}
         self._owner: dict[int, str] = {}
+        self._pruned: dict[str, int] = {}
+        """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
         self._search = SearchIndex()
 
     @property
@@ -78,6 +81,10 @@ class Recall:
         for seq in range(self._seen, n):
             if events[seq].type in SURFACE_TYPES:
                 msg_seqs.append(seq)
+                info = pruned_info(events[seq])
+                if info is not None:  # a pruned original is owned by its archive key
+                    self._owner[int(info["seq"])] = archive_key(int(info["seq"]))
+                    self._pruned[archive_key(int(info["seq"]))] = int(info["seq"])
         self._seen = n
         known = len(self._cps)
         if self._index.update(self.session):  # only the events since the last call are read
@@ -85,7 +92,8 @@ class Recall:
             self._cp_by_id = {c.id: c for c in self._cps}
             for c in self._cps[known:]:
                 self._cp_range[c.id] = (min(c.shadowed_seqs), max(c.shadowed_seqs))
-                self._owner.update(dict.fromkeys(c.shadowed_seqs, c.id))
+                for seq in c.shadowed_seqs:
+                    self._owner.setdefault(seq, c.id)  # a pruned original keeps p<seq>
 
     def _sync_search(self) -> None:
         index = self._search
@@ -101,6 +109,10 @@ class Recall:
         """Committed checkpoints, oldest first (cached; grows with the log)."""
         self._sync()
         return list(self._cps)
+
+    def _pruned_seq(self, name: object) -> int | None:
+        """The seq of the pruned original ``name`` (``p<seq>``) names, else None."""
+        return self._pruned.get(name.strip().lower()) if isinstance(name, str) else None
 
     def _checkpoint(self, name: object) -> Checkpoint:
         if not isinstance(name, str):
@@ -183,7 +195,10 @@ class Recall:
         self._sync()
         executing = self._executing()
         if checkpoint is not None:
-            return self._read_checkpoint(self._checkpoint(checkpoint), 0, 0, executing)
+            pruned = self._pruned_seq(checkpoint)
+            if pruned is None:
+                return self._read_checkpoint(self._checkpoint(checkpoint), 0, 0, executing)
+            seq = pruned  # p<seq> names a pruned original: read from it
         if seq is not None:
             last = len(self.session.events) - 1
             if not _is_int(seq) or seq < 0:
