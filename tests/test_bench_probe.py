@@ -1,19 +1,28 @@
-"""The pure parts of the recallable benchmarks (bench/bench_recallable.py, bench_fidelity.py).
+"""The pure parts of the benchmarks (bench/bench_recallable.py, bench_fidelity.py,
+bench_prune.py), and the pruning bench run tiny on the corpus.
 
-The token-prefix measure, the message rendering it relies on, and the fact planting of the
-handoff-fidelity probe: if these were wrong the recorded figures would be too.
+The token-prefix measure, the message rendering it relies on, the fact planting of the
+handoff-fidelity probe, and the pruning bench's concatenation and newest-unit rule: if these
+were wrong the recorded figures would be too.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from dashr_ext import CompactionConfig, Dashr
+from dashr_ext._payloads import POINTER_SOURCE
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bench_fidelity as fidelity  # noqa: E402
+import bench_prune as prune_bench  # noqa: E402
 import bench_recallable as recallable  # noqa: E402
 
 
@@ -167,3 +176,98 @@ def test_thirds_and_stub_share_of_pass_records() -> None:
     assert records[0].kept == 0.51
     assert recallable.stub_share_text(records, 1000).endswith("; max 70.0%")
     assert recallable.stub_share_text([record(1, 0)], 1000) == "– (no stubs)"
+
+
+def test_prune_bench_prefixes_tool_call_ids_of_calls_and_results_only() -> None:
+    call = {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    assistant = {"role": "assistant", "content": "x", "tool_calls": [call]}
+    result = {"role": "tool", "content": "ok", "tool_call_id": "call_2"}
+    user = {"role": "user", "content": "call_2"}
+    assert prune_bench.with_call_prefix(assistant, "s3-")["tool_calls"][0]["id"] == "s3-call_2"
+    assert prune_bench.with_call_prefix(result, "s3-")["tool_call_id"] == "s3-call_2"
+    assert prune_bench.with_call_prefix(user, "s3-") == user
+    assert call["id"] == "call_2" and result["tool_call_id"] == "call_2"  # copies
+
+
+def test_prune_bench_tools_are_the_union_by_name_first_wins() -> None:
+    def tool(name: str, doc: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "description": doc}}
+
+    sessions = [{"tools": [tool("bash", "a")]}, {"tools": [tool("bash", "b"), tool("fin", "c")]}]
+    assert prune_bench.union_tools(sessions) == [tool("bash", "a"), tool("fin", "c")]
+    assert prune_bench.union_tools([{}]) == []
+
+
+def test_prune_bench_newest_unit_is_the_last_one_before_the_recall_pointer() -> None:
+    config = CompactionConfig(recency_window_tokens=2_000, retain_tokens=400)
+    with Dashr.create(in_memory=True, config=config) as d:
+        for i in range(12):
+            d.record_openai({"role": "user", "content": f"request {i} " + "word " * 150})
+            d.record_openai({"role": "assistant", "content": f"answer {i}"})
+        d.record_openai({"role": "user", "content": "last " * 40})
+        d.request_messages()
+        s = d.session
+        last = s.units()[-1]
+        assert s.event(s.surface[last.start]).message.source_kind == POINTER_SOURCE
+        unit = prune_bench.newest_unit(d)
+        assert unit is not None and unit.end == last.start
+        assert s.event(s.surface[unit.start]).message.text == "last " * 40
+        measured = d.measure()
+        assert prune_bench.unit_tokens(unit, measured) == measured.nodes[unit.start][1]
+        assert prune_bench.unit_tokens(None, measured) == 0
+
+
+def test_prune_bench_skips_an_absent_corpus(tmp_path: Path) -> None:
+    assert prune_bench.corpus_files(corpus=tmp_path) == []
+    assert prune_bench.run_once(quick=True, corpus=tmp_path) is None
+
+
+@pytest.mark.corpus
+def test_prune_bench_quick_run_measures_every_request_and_reports_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = prune_bench.corpus_files(quick=True)
+    if not files:
+        pytest.skip("../shared/corpus is absent")
+    sessions = [json.loads(p.read_text(encoding="utf-8"))["messages"] for p in files]
+    assistants = sum(m["role"] == "assistant" for ms in sessions for m in ms)
+    closing = sum(ms[-1]["role"] != "assistant" for ms in sessions)
+    run = prune_bench.run_once(quick=True)
+    assert run is not None
+    largest = run.concat[0].largest
+    assert largest is not None and largest.tokens > 0
+    assert largest.session in {prune_bench.session_name(p) for p in files}
+    orders = ["corpus order"]
+    if largest.session != prune_bench.session_name(files[-1]):
+        orders.append(f"{largest.session} last")
+    sides = prune_bench.sides()
+    assert [(c.order, c.prune) for c in run.concat] == [(o, p) for o in orders for p in sides]
+    for c in run.concat:
+        assert c.sessions >= len(files) and c.corpus_sessions == len(files)
+        assert c.messages >= sum(len(ms) for ms in sessions) - len(files) + 1  # one system kept
+        assert c.tokens_before >= prune_bench.QUICK_TARGET_TOKENS > c.total_after > 0
+        assert c.passes.summary_passes == 1 and c.passes.failed_passes == 0
+        assert c.newest_unit_after <= c.total_after
+    assert run.concat[0].passes.prune_passes == 0  # pruning off
+    keys = [(w.window, w.prune) for w in run.windows]
+    assert keys == [(w, p) for w, _ in prune_bench.WINDOWS for p in sides]
+    for w in run.windows:
+        assert (w.requests, w.closing_requests) == (assistants, closing)
+        assert all(o.total > w.trigger for o in w.over)
+        assert all(o.allowed == (o.newest_unit_tokens > w.trigger) for o in w.over)
+    assert all(w.passes.pruned_nodes == 0 for w in run.windows if not w.prune)
+    for p in [*(c.passes for c in run.concat), *(w.passes for w in run.windows)]:
+        assert sum(p.pruned_roles.values()) == p.pruned_nodes
+        assert set(p.pruned_roles) <= {"tool", "assistant", "user"}
+    assert prune_bench.run_from_json(prune_bench.run_to_json(run)) == run
+
+    assert prune_bench.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    off = run.concat[0]
+    copies = f"{off.sessions} ({off.sessions / len(files):.2f} × {len(files)})"
+    assert f"| corpus order | off | {copies} |" in out
+    assert f"| {off.tokens_before:,} | {off.total_after:,} | {off.newest_unit_after:,} |" in out
+    for w in run.windows:
+        head = f"| {w.window // 1000}k / {w.retain // 1000}k | {prune_bench._side(w.prune)} |"
+        assert f"{head} {w.requests:,} | {len(w.above())} (" in out
+    assert f"Largest single message: {largest.tokens:,} tokens, {largest.session}" in out
