@@ -401,3 +401,15 @@ def test_a_summary_cites_a_pruned_node_by_its_original_seq(tmp_path: Path, clock
     summary = d.session.event(d.checkpoints()[-1].summary_seq).data["summary"]
     assert f"seq {replaced_by}" not in summary
     assert f"Request of seq {original}, not answered yet" not in summary
+
+
+def test_search_narrows_to_one_pruned_original_by_its_key(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, prune_tool_output_tokens=500)
+    record_steps(d, 3, chars=5_000, user="go")
+    record_steps(d, 10, chars=1_600, first=10)
+    result = d.prune()
+    assert result is not None and len(result.pruned) == 3
+    key = result.pruned[1].archive_key
+    found = str(d.history_search("step 1", checkpoint=key))
+    assert found.startswith(f'history_search "step 1" in checkpoint {key} — 1 events scanned')
+    assert f"1. seq {result.pruned[1].seq} | shadowed | {key} |" in found

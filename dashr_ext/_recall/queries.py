@@ -334,12 +334,14 @@ class Recall:
         elif not _is_int(limit) or not 1 <= limit <= max_hits:
             raise RecallError(f"limit: expected an integer in [1, {max_hits}], got {limit!r}")
         self._sync()
-        cp = self._checkpoint(checkpoint) if checkpoint is not None else None
+        pruned = self._pruned_seq(checkpoint)  # p<seq>: the one pruned original
+        cp = self._checkpoint(checkpoint) if checkpoint is not None and pruned is None else None
         self._sync_search()
         executing = self._executing()
         index = self._search
-        if cp is not None:
-            scope = [s for s in cp.shadowed_seqs if s not in executing]
+        if cp is not None or pruned is not None:
+            span: tuple[int, ...] = cp.shadowed_seqs if cp is not None else (pruned or 0,)
+            scope = [s for s in span if s not in executing]
             matched = sorted(
                 s for s in scope if phrase in index.text_of(bisect_left(self._msg_seqs, s))
             )
@@ -361,7 +363,7 @@ class Recall:
         return render_hits(
             query,
             matched,
-            scope=cp.id if cp is not None else None,
+            scope=cp.id if cp is not None else checkpoint if pruned is not None else None,
             scanned=scanned,
             limit=limit,
             max_hits=max_hits,
