@@ -413,3 +413,31 @@ def test_search_narrows_to_one_pruned_original_by_its_key(tmp_path: Path, clock:
     found = str(d.history_search("step 1", checkpoint=key))
     assert found.startswith(f'history_search "step 1" in checkpoint {key} — 1 events scanned')
     assert f"1. seq {result.pruned[1].seq} | shadowed | {key} |" in found
+
+
+def test_a_prune_batch_cut_short_by_a_crash_keeps_what_reached_the_disk(
+    tmp_path: Path, clock: Any
+) -> None:
+    d = make(tmp_path, clock, prune_tool_output_tokens=500)
+    record_steps(d, 3, chars=5_000, user="go")
+    record_steps(d, 10, chars=1_600, first=10)
+    result = d.prune()
+    assert result is not None and len(result.pruned) == 3
+    d.close()
+    path = tmp_path / "s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:-2]) + lines[-2][:25])  # torn inside the last replace
+    with pytest.warns(UserWarning) as caught:
+        again = Dashr.open(path, config=d.config, meter=TokenMeter("chars"))
+    with again:
+        assert any("committed but was not closed" in str(w.message) for w in caught)
+        end = again.session.events[-1]
+        assert end.type == "compaction/end" and "error" not in end.data
+        kept = [e for e in again.session.surface_events() if "pruned" in e.message.source]
+        assert [e.message.source["pruned"]["seq"] for e in kept] == [
+            n.seq for n in result.pruned[:2]
+        ]
+        assert sorted(k for k in again.archive if k.startswith("p")) == sorted(
+            f"p{n.seq}" for n in result.pruned[:2]
+        )
+        assert_valid_request(again)
