@@ -441,3 +441,26 @@ def test_a_prune_batch_cut_short_by_a_crash_keeps_what_reached_the_disk(
             f"p{n.seq}" for n in result.pruned[:2]
         )
         assert_valid_request(again)
+
+
+def test_progress_reports_each_phase_of_a_prune_and_a_summary_pass(
+    tmp_path: Path, clock: Any
+) -> None:
+    d = make(tmp_path, clock, prune_tool_output_tokens=500)
+    seen: list[tuple[str, str]] = []
+    d.engine.progress = lambda phase, detail: seen.append((phase, detail))
+    record_steps(d, 3, chars=5_000, user="go")
+    record_steps(d, 10, chars=1_600, first=10)
+    d.prune()
+    result = d.compact()
+    assert result is not None
+    assert [p for p, _ in seen] == ["pruning", "summarizing", "committing", "done"]
+    assert seen[0][1] == "3 oversize output(s)" and seen[1][1] == "1 region"
+    assert seen[-1][1].startswith(f"{result.checkpoint}: ~")
+
+    def broken(phase: str, detail: str) -> None:
+        raise RuntimeError("display gone")
+
+    d.engine.progress = broken  # a failing display never breaks the pass
+    record_steps(d, 20, chars=1_600, first=40)
+    assert d.compact() is not None

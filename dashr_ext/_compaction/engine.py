@@ -25,6 +25,7 @@ pass fail recoverably.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from collections.abc import Callable, MutableMapping
@@ -149,6 +150,9 @@ class CompactionEngine:
         self._extra = ExtraEnvelope()
         """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
         self._pruner = Pruner(self)
+        self.progress: Callable[[str, str], None] | None = None
+        """Called with ``(phase, detail)`` as a pass goes: ``pruning``, ``summarizing``,
+        ``committing``, ``done``. For progress displays; an exception it raises is ignored."""
         self.last_prune: PruneResult | None = None
         """The prune pass the latest trigger ran (pressure, manual, overflow or prune())."""
 
@@ -514,10 +518,12 @@ class CompactionEngine:
         s = self.session
         plan = started.plan
         undo: ArchiveUndo = {}
+        self._report("summarizing", _regions(len(plan.requests)))
         try:
             summaries = summarize(self.summarizer, plan.requests)  # step 2: the model
         except BaseException as exc:
             self._fail(started, exc, undo)
+        self._report("committing", f"compaction pass {started.compaction_id}")
         with s.lock:
             try:
                 if s.surface_version != started.surface_version:
@@ -561,7 +567,16 @@ class CompactionEngine:
             summary_seq=int(composition.checkpoint[1:]),
             compaction_id=started.compaction_id,
         )
+        self._report(
+            "done", f"{result.checkpoint}: ~{result.tokens_before} -> ~{after.total} tokens"
+        )
         return result, after, measured_at
+
+    def _report(self, phase: str, detail: str) -> None:
+        """Tell :attr:`progress` where the pass is (never lets it break the pass)."""
+        if self.progress is not None:
+            with contextlib.suppress(Exception):
+                self.progress(phase, detail)
 
     def _fail(
         self,
@@ -595,6 +610,10 @@ class GuardFailure(CompactionError):
     def __init__(self, message: str, stale_tokens: int) -> None:
         super().__init__(message)
         self.stale_tokens = stale_tokens
+
+
+def _regions(n: int) -> str:
+    return "1 region" if n == 1 else f"{n} regions"
 
 
 def _warn_uncompacted(exc: BaseException) -> None:

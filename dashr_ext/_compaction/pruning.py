@@ -120,6 +120,7 @@ class Pruner:
                     f"compaction pass {slot.compaction_id} is still running for session "
                     f"{s.id}; wait for it to finish"
                 )
+            engine._report("pruning", f"{len(items)} oversize output(s)")
             next_seq = len(s)
             compaction_id = f"p{next_seq}"
             at_ms = engine.clock()

@@ -333,6 +333,7 @@ class RecallableEngine(CompactionEngine):
         if not isinstance(plan, RecallablePlan):  # pragma: no cover - engine invariant
             raise TypeError("a recallable pass needs a RecallablePlan")
         s = self.session
+        self._report("summarizing", f"{len(plan.requests)} regions concurrently")
         outcomes = summarize_each(self.summarizer, plan.requests)
         state = outcomes[-1]
         if isinstance(state, Exception):
@@ -395,6 +396,9 @@ class RecallableEngine(CompactionEngine):
             summary_seq=int(state_cp.checkpoint[1:]),
             compaction_id=started.compaction_id,
             checkpoints=tuple(c.checkpoint for c in compositions),
+        )
+        self._report(
+            "done", f"{result.checkpoint}: ~{result.tokens_before} -> ~{after.total} tokens"
         )
         return result, after, measured_at
 
