@@ -6,7 +6,7 @@ Line shapes (stable; agents and tests parse them)::
     checkpoints (oldest first):
     c8 | summary seq 8 | 4 events, seqs 2-7 | ~48 tokens | 2026-07-06 12:03Z | superseded by c14 | …
     c14 | summary seq 14 | 3 events, seqs 9-13 | ~91 tokens | 2026-07-06 12:20Z | current | …
-    pruned outputs: 2 (p5, p17); originals: history_read(seq=N) with N the key's number
+    pruned outputs: 2 (p5, p17); read one whole: history_read(seq=5)
     turns:
     turn 1 | seqs 1-7 | 4 events | shadowed | Fix the failing retry tests in retry.test.ts.
     … 2 turns not shown (turns 2-3, seqs 10-27); read them with history_read(seq=10)
@@ -200,17 +200,15 @@ def render_outline(
 
 
 def _pruned_line(keys: Sequence[str]) -> str | None:
-    """``pruned outputs: 3 (p18, p68, p92); originals: history_read(seq=N)`` (12 keys at most)."""
+    """``pruned outputs: 3 (p18, p68, p92); read one whole: history_read(seq=18)`` (12 keys at
+    most: ``pN`` is the original at seq N)."""
     if not keys:
         return None
     shown = (
         ", ".join(keys) if len(keys) <= 12 else f"{', '.join(keys[:6])}, …, {', '.join(keys[-6:])}"
     )
     noun = "output" if len(keys) == 1 else "outputs"
-    return (
-        f"pruned {noun}: {len(keys)} ({shown}); "
-        "originals: history_read(seq=N) with N the key's number"
-    )
+    return f"pruned {noun}: {len(keys)} ({shown}); read one whole: history_read(seq={keys[0][1:]})"
 
 
 def _outline_html(
