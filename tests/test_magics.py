@@ -644,6 +644,8 @@ def test_compact_notes_why_the_request_is_still_above_the_trigger(ip: Interactiv
     assert report.text.splitlines()[-1] == f"note: {expected}"
     assert "the newest unit alone, the assistant message at seq " in expected
     assert f"<p><em>note:</em> {expected}</p>" in report._repr_html_()
+    again = run(ip, "%compact --prune-only")  # nothing prunable: the same reason instead
+    assert (again.title, again.notes) == ("nothing to prune", (expected,))
 
 
 def test_compact_prune_only_prunes_old_outputs_and_condenses_nothing(
