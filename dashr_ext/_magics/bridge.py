@@ -9,8 +9,10 @@ so a rejected request changes nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 
 from .._controller import Dashr as DashrController
@@ -20,7 +22,7 @@ from .options import COMPACTION_TRAITS, RECALL_TRAITS, SUMMARIZER_TRAITS, close_
 if TYPE_CHECKING:
     from .configurable import Dashr
 
-__all__ = ["TraitsHost"]
+__all__ = ["TraitsHost", "attach_session"]
 
 
 class TraitsHost:
@@ -66,3 +68,22 @@ class TraitsHost:
         except TraitError as exc:
             raise ConfigError("settings", "values %config Dashr accepts together", str(exc)) from None
         return self.settings()
+
+
+def attach_session(shell: InteractiveShell, path: str) -> str:
+    """Attach ``shell``'s extension to the session file ``path``, loading it when needed.
+
+    What a bridge client runs as a cell after a kernel restart (and to start on a chosen
+    file): the file is created when missing, as ``Dashr.session_path`` creates it at load;
+    a loaded extension switches to it as ``%dashr attach PATH`` does. Returns the path.
+    """
+    magics = shell.magics_manager.registry.get("Dashr")
+    if magics is None:
+        shell.config.Dashr.session_path = path  # read by the extension when it loads
+        shell.extension_manager.load_extension("dashr_ext")
+        magics = shell.magics_manager.registry["Dashr"]
+    target = Path(path).expanduser()
+    if not target.exists():
+        DashrController.create(target).close()  # the header only; attach opens it
+    controller: DashrController = magics.attach(target)
+    return str(controller.session.path)
