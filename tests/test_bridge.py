@@ -116,7 +116,7 @@ def conversation(turns: int = 12) -> list[dict[str, Any]]:
     for t in range(turns):
         call = f"call_{t}"
         output = "\n".join(
-            f"line {i} of module_{t}.py: value_{t}_{i} = {i * t}  # naïve δ 日本 ✓ \t\"q\"\\"
+            f'line {i} of module_{t}.py: value_{t}_{i} = {i * t}  # naïve δ 日本 ✓ \t"q"\\'
             for i in range(24)
         )
         messages += [
@@ -355,7 +355,12 @@ def test_bad_input_over_the_comm_gets_typed_errors_and_leaves_the_log_alone(
         "at most 1000000 are accepted",
     )
     refused(
-        {"version": 1, "id": "h", "op": "record", "args": {"messages": {"role": "user", "content": "a\ud800b"}}},
+        {
+            "version": 1,
+            "id": "h",
+            "op": "record",
+            "args": {"messages": {"role": "user", "content": "a\ud800b"}},
+        },
         "h",
         "ProtocolError",
         "args.messages.content: a lone surrogate (\\ud800)",
@@ -395,7 +400,12 @@ def test_bad_input_over_the_comm_gets_typed_errors_and_leaves_the_log_alone(
         "recency_window_tokens",
     )
     refused(
-        {"version": 1, "id": "m", "op": "configure", "args": {"settings": {"retain_tokens": 10**6}}},
+        {
+            "version": 1,
+            "id": "m",
+            "op": "configure",
+            "args": {"settings": {"retain_tokens": 10**6}},
+        },
         "m",
         "ConfigError",
         "retain_tokens",
