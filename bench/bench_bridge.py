@@ -18,8 +18,9 @@ events in it (user / assistant-with-call / tool triples of a few hundred charact
 
 ``overhead = comm - in-kernel handler - transport`` is what the bridge adds beyond moving
 the bytes (target: < 5 ms); the in-kernel handler is ``handle()`` of the same request, timed
-in the kernel (``request_messages`` plus building the reply). Medians of ``--reps`` calls per run; ``--runs`` runs (default 3) give the
-spread. ``--record`` rewrites the "Harness bridge" section of ``bench/RESULTS.md``.
+in the kernel (``request_messages`` plus building the reply). Medians of ``--reps`` calls
+per run; ``--runs`` runs (default 3) give the spread. ``--record`` rewrites the "Harness
+bridge" section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -167,7 +168,10 @@ def main() -> None:
     ]
     for size in SIZES:
         rows = [run[size] for run in runs]
-        col = lambda key: [r[key] for r in rows]  # noqa: E731
+
+        def col(key: str, rows: list[dict[str, Any]] = rows) -> list[float]:
+            return [r[key] for r in rows]
+
         lines.append(
             f"| {rows[0]['events']:,} | {rows[0]['messages']:,} | {_spread(col('in_kernel_ms'))} "
             f"| {_spread(col('handler_ms'))} | {_spread(col('comm_ms'))} "
