@@ -7,9 +7,12 @@ received, e.g. ``threshold_ratio: expected a number in (0, 1), got 1.5``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from ._events import Event
+from ._payloads import CONFIG_CHANGE, ConfigChangePayload, config_change_payload
 from .errors import ConfigError
 
 __all__ = [
@@ -24,6 +27,9 @@ __all__ = [
     "SUMMARY_SHARE",
     "CompactionConfig",
     "RecallConfig",
+    "changed_fields",
+    "logged_settings",
+    "settings_change",
 ]
 
 ENGINES = ("summary", "recallable")
@@ -57,6 +63,80 @@ def _ratio(name: str, value: object) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < float(value) < 1:
         raise ConfigError(name, "a number in (0, 1)", value)
     return float(value)
+
+
+Check = Callable[[str, object], object]
+"""One field's own check: raises ConfigError(name, accepted, value) when ``value`` is bad."""
+
+
+def _ints(low: int, high: int | None = None, *, optional: bool = False) -> Check:
+    def check(name: str, value: object) -> object:
+        return value if optional and value is None else _int(name, value, low, high)
+
+    return check
+
+
+def _flag(name: str, value: object) -> object:
+    if not isinstance(value, bool):
+        raise ConfigError(name, "True or False", value)
+    return value
+
+
+def _engine(name: str, value: object) -> object:
+    if value not in ENGINES:
+        raise ConfigError(name, f"one of {', '.join(map(repr, ENGINES))}", value)
+    return value
+
+
+def _stub_region(name: str, value: object) -> object:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 0.5:
+        raise ConfigError(name, "a number in (0, 0.5]", value)
+    return value
+
+
+def _pointer(name: str, value: object) -> object:
+    if value not in ("inject", "off"):
+        raise ConfigError(name, "'inject' or 'off'", value)
+    return value
+
+
+# Each field's own type and range, in the order a config checks them; the checks that relate
+# one field to another run after these, when a whole config is built.
+_COMPACTION_CHECKS: Mapping[str, Check] = {
+    "engine": _engine,
+    "context_window_tokens": _ints(256),
+    "threshold_ratio": _ratio,
+    "retain_ratio": _ratio,
+    "retain_tokens": _ints(1, optional=True),
+    "recency_window_tokens": _ints(1, optional=True),
+    "max_summary_tokens": _ints(MIN_SUMMARY_TOKENS, optional=True),
+    "compaction_retries": _ints(0, 10),
+    "auto": _flag,
+    "archive_reasoning": _flag,
+    "archive_max_bytes": _ints(1, optional=True),
+    "prune": _flag,
+    "prune_tool_output_tokens": _ints(64, optional=True),
+    "prune_keep_chars": _ints(200, 100_000),
+    "oversize_ratio": _ratio,
+    "stub_tokens": _ints(32, 2048, optional=True),
+    "state_max_tokens": _ints(MIN_SUMMARY_TOKENS, optional=True),
+    "chunk_tokens": _ints(256, optional=True),
+    "stub_region_ratio": _stub_region,
+}
+_RECALL_CHECKS: Mapping[str, Check] = {
+    "read_max_chars": _ints(400, 1_000_000),
+    "read_max_events": _ints(1, 1000),
+    "search_max_hits": _ints(1, 200),
+    "outline_max_chars": _ints(200, 1_000_000),
+    "pointer": _pointer,
+}
+
+
+def _check_one(checks: Mapping[str, Check], name: str, value: object) -> None:
+    check = checks.get(name)
+    if check is None:
+        raise ConfigError(name, f"one of the fields {', '.join(checks)}", name)
+    check(name, value)
 
 
 @dataclass(frozen=True)
@@ -107,30 +187,8 @@ class CompactionConfig:
     oversize_ratio: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ConfigError("engine", f"one of {', '.join(map(repr, ENGINES))}", self.engine)
-        _int("context_window_tokens", self.context_window_tokens, 256)
-        _ratio("threshold_ratio", self.threshold_ratio)
-        _ratio("retain_ratio", self.retain_ratio)
-        if self.retain_tokens is not None:
-            _int("retain_tokens", self.retain_tokens, 1)
-        if self.recency_window_tokens is not None:
-            _int("recency_window_tokens", self.recency_window_tokens, 1)
-        if self.max_summary_tokens is not None:
-            _int("max_summary_tokens", self.max_summary_tokens, MIN_SUMMARY_TOKENS)
-        _int("compaction_retries", self.compaction_retries, 0, 10)
-        if not isinstance(self.auto, bool):
-            raise ConfigError("auto", "True or False", self.auto)
-        if not isinstance(self.archive_reasoning, bool):
-            raise ConfigError("archive_reasoning", "True or False", self.archive_reasoning)
-        if self.archive_max_bytes is not None:
-            _int("archive_max_bytes", self.archive_max_bytes, 1)
-        if not isinstance(self.prune, bool):
-            raise ConfigError("prune", "True or False", self.prune)
-        if self.prune_tool_output_tokens is not None:
-            _int("prune_tool_output_tokens", self.prune_tool_output_tokens, 64)
-        _int("prune_keep_chars", self.prune_keep_chars, 200, 100_000)
-        _ratio("oversize_ratio", self.oversize_ratio)
+        for name, check in _COMPACTION_CHECKS.items():
+            check(name, getattr(self, name))
         self._check_recallable()
         threshold = self.threshold_tokens
         if self.retain_tokens is None and self.retain_ratio >= self.threshold_ratio:
@@ -195,18 +253,6 @@ class CompactionConfig:
         return min(SUMMARY_CEILING, max(SUMMARY_FLOOR, int(SUMMARY_SHARE * self.trigger_tokens)))
 
     def _check_recallable(self) -> None:
-        if self.stub_tokens is not None:
-            _int("stub_tokens", self.stub_tokens, 32, 2048)
-        if self.state_max_tokens is not None:
-            _int("state_max_tokens", self.state_max_tokens, MIN_SUMMARY_TOKENS)
-        if self.chunk_tokens is not None:
-            _int("chunk_tokens", self.chunk_tokens, 256)
-        if (
-            not isinstance(self.stub_region_ratio, int | float)
-            or isinstance(self.stub_region_ratio, bool)
-            or not 0 < float(self.stub_region_ratio) <= 0.5
-        ):
-            raise ConfigError("stub_region_ratio", "a number in (0, 0.5]", self.stub_region_ratio)
         floor = CHUNK_STATE_MIN_MULTIPLE * self.state_budget
         if self.chunk_tokens is not None and self.chunk_tokens < floor:
             raise ConfigError(
@@ -297,6 +343,15 @@ class CompactionConfig:
         _check_names(self, changes)
         return replace(self, **changes)
 
+    @staticmethod
+    def check_field(name: str, value: object) -> None:
+        """Raise ConfigError when ``value`` is wrong for ``name`` on its own (type, range).
+
+        The checks relating a field to another (``retain_tokens`` below
+        ``recency_window_tokens``, ...) run when a whole config is built.
+        """
+        _check_one(_COMPACTION_CHECKS, name, value)
+
 
 @dataclass(frozen=True)
 class RecallConfig:
@@ -309,16 +364,17 @@ class RecallConfig:
     pointer: Literal["inject", "off"] = "inject"
 
     def __post_init__(self) -> None:
-        _int("read_max_chars", self.read_max_chars, 400, 1_000_000)
-        _int("read_max_events", self.read_max_events, 1, 1000)
-        _int("search_max_hits", self.search_max_hits, 1, 200)
-        _int("outline_max_chars", self.outline_max_chars, 200, 1_000_000)
-        if self.pointer not in ("inject", "off"):
-            raise ConfigError("pointer", "'inject' or 'off'", self.pointer)
+        for name, check in _RECALL_CHECKS.items():
+            check(name, getattr(self, name))
 
     def with_changes(self, **changes: Any) -> RecallConfig:
         _check_names(self, changes)
         return replace(self, **changes)
+
+    @staticmethod
+    def check_field(name: str, value: object) -> None:
+        """Raise ConfigError when ``value`` is wrong for ``name`` (every check is per field)."""
+        _check_one(_RECALL_CHECKS, name, value)
 
 
 def _check_names(obj: object, changes: dict[str, Any]) -> None:
@@ -326,3 +382,52 @@ def _check_names(obj: object, changes: dict[str, Any]) -> None:
     for key in changes:
         if key not in names:
             raise ConfigError(key, f"one of the fields {', '.join(names)}", key)
+
+
+# --------------------------------------------------------------------------- in the log
+
+C = TypeVar("C", CompactionConfig, RecallConfig)
+
+
+def changed_fields(before: C, after: C) -> dict[str, Any]:
+    """The fields of ``after`` whose values differ from ``before``'s, with their new values."""
+    return {
+        f.name: getattr(after, f.name)
+        for f in fields(after)
+        if getattr(after, f.name) != getattr(before, f.name)
+    }
+
+
+def settings_change(
+    before: tuple[CompactionConfig, RecallConfig], after: tuple[CompactionConfig, RecallConfig]
+) -> ConfigChangePayload | None:
+    """The ``config/change`` payload taking the settings from ``before`` to ``after``, or None
+    when they are equal."""
+    change: ConfigChangePayload = {
+        "compaction": changed_fields(before[0], after[0]),
+        "recall": changed_fields(before[1], after[1]),
+    }
+    return change if change["compaction"] or change["recall"] else None
+
+
+def logged_settings(events: Iterable[Event]) -> tuple[CompactionConfig, RecallConfig]:
+    """The settings a log records: its ``config/change`` events folded over the defaults.
+
+    A recorded value that no longer validates raises ConfigError naming the event.
+    """
+    compaction, recall = CompactionConfig(), RecallConfig()
+    for event in events:
+        if event.type != CONFIG_CHANGE:
+            continue
+        data = config_change_payload(event)
+        group = "compaction"
+        try:
+            if data["compaction"]:
+                compaction = compaction.with_changes(**data["compaction"])
+            group = "recall"
+            if data["recall"]:
+                recall = recall.with_changes(**data["recall"])
+        except ConfigError as exc:
+            where = f"event {event.seq} ({CONFIG_CHANGE}) {group}.{exc.field}"
+            raise ConfigError(where, exc.accepted, exc.received) from None
+    return compaction, recall

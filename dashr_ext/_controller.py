@@ -10,6 +10,14 @@ It is the one object harnesses, notebooks and the CLI hold::
 Threads may share a controller: each method is atomic, holding the session's lock
 (``d.session.lock``), except while a compaction pass waits for its summarizer; recording
 goes on meanwhile, and a pass whose surface changed under it fails recoverably.
+
+**Which settings apply.** The log records them: assigning ``d.config`` or
+``d.recall_config`` (``%config Dashr.…`` does) appends a ``config/change`` event with the
+fields that differ from what the log recorded so far. A ``config=`` / ``recall=`` argument
+(to :meth:`Dashr.create`, :meth:`Dashr.open` or the constructor) wins for this controller
+and is not recorded; without one, the settings the log records apply, the defaults for
+what it never recorded. So ``Dashr.open(path)`` and ``%dashr attach PATH`` continue with the
+settings the session had; ``Dashr.open(path, config=…)`` overrides them.
 """
 
 from __future__ import annotations
@@ -30,10 +38,10 @@ from ._compaction import (
     make_engine,
 )
 from ._compaction.commit import close_orphan_passes, rebuild_archive
-from ._config import CompactionConfig, RecallConfig
+from ._config import CompactionConfig, RecallConfig, logged_settings, settings_change
 from ._events import Event, now_ms
 from ._meter import TokenMeter
-from ._payloads import UsagePayload
+from ._payloads import CONFIG_CHANGE, UsagePayload
 from ._recall import Recall, RecallResult
 from ._recall import tool_schemas as recall_tool_schemas
 from ._session import Session
@@ -67,8 +75,12 @@ class Dashr:
         if recall is not None and not isinstance(recall, RecallConfig):
             raise ConfigError("recall", "a RecallConfig", recall)
         self.session = session
-        self._config = config or CompactionConfig()
-        self._recall_config = recall or RecallConfig()
+        if config is None or recall is None:  # the log's settings (see the module docstring)
+            logged = logged_settings(session.events)
+            config = logged[0] if config is None else config
+            recall = logged[1] if recall is None else recall
+        self._config = config
+        self._recall_config = recall
         self.meter = meter or TokenMeter()
         self._summarizer = make_summarizer(summarizer)
         self.archive: MutableMapping[str, Any] = {} if archive is None else archive
@@ -143,11 +155,15 @@ class Dashr:
         *,
         session_id: str | None = None,
         in_memory: bool = False,
+        lazy: bool = False,
         durability: Durability = "fsync",
         meter: TokenMeter | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> Dashr:
-        """Start a new session (``$DASHR_HOME/sessions/<id>.jsonl`` unless ``path`` is given)."""
+        """Start a new session (``$DASHR_HOME/sessions/<id>.jsonl`` unless ``path`` is given).
+
+        ``lazy=True`` writes no file until something is recorded (settings alone are not).
+        """
         session = Session.create(
             path,
             session_id=session_id,
@@ -155,6 +171,7 @@ class Dashr:
             tools=tools,
             durability=durability,
             in_memory=in_memory,
+            lazy=lazy,
             clock=clock,
         )
         try:
@@ -178,6 +195,9 @@ class Dashr:
         clock: Callable[[], int] = now_ms,
     ) -> Dashr:
         """Re-attach to a session file; rebuilds the archive from the log.
+
+        Without ``config`` / ``recall``, the settings the log records apply (see the module
+        docstring for which settings win).
 
         A writer closes passes a crashed process left open (an orphan ``compaction/start``)
         with a ``compaction/end`` carrying an ``error``, so they never block later passes,
@@ -247,9 +267,11 @@ class Dashr:
 
     @config.setter
     def config(self, value: CompactionConfig) -> None:
+        """Change the settings; the change is recorded in the log (a ``config/change``)."""
         if not isinstance(value, CompactionConfig):
             raise ConfigError("config", "a CompactionConfig", value)
         with self.session.lock:
+            self._record_settings(value, self._recall_config)
             self._config = value
             self.engine = self._make_engine()
 
@@ -262,9 +284,18 @@ class Dashr:
         if not isinstance(value, RecallConfig):
             raise ConfigError("recall", "a RecallConfig", value)
         with self.session.lock:
+            self._record_settings(self._config, value)
             self._recall_config = value
             self.recall.config = value
             self.engine = self._make_engine()  # the pointer setting belongs to the pass protocol
+
+    def _record_settings(self, config: CompactionConfig, recall: RecallConfig) -> None:
+        """Append the ``config/change`` taking the log's settings to these (a writer only)."""
+        if self.session.read_only:
+            return
+        change = settings_change(logged_settings(self.session.events), (config, recall))
+        if change is not None:
+            self.session.append_log(CONFIG_CHANGE, change)
 
     @property
     def summarizer(self) -> Summarizer:

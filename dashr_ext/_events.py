@@ -28,6 +28,7 @@ __all__ = [
     "LOG_ONLY_TYPES",
     "MAX_TIME_MS",
     "ROLE_BY_TYPE",
+    "SETTINGS_TYPES",
     "SURFACE_TYPES",
     "ContentBlock",
     "Event",
@@ -66,8 +67,12 @@ LOG_ONLY_TYPES = frozenset(
         "compaction/summary",
         "compaction/end",
         "usage/report",
+        "config/change",
     }
 )
+
+SETTINGS_TYPES = frozenset({"session/header", "config/change"})
+"""Log-only types that describe a session rather than record anything in it."""
 
 # Required payload keys of the log-only types (SPEC 3.1.1); extra keys are allowed.
 _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
@@ -92,6 +97,7 @@ _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
     ),
     "compaction/end": ("compactionId",),
     "usage/report": ("promptTokens", "completionTokens", "atSeq"),
+    "config/change": ("compaction", "recall"),
 }
 _REQUIRED_SETS = {kind: frozenset(keys) for kind, keys in _REQUIRED_DATA.items()}
 _N = type(None)
@@ -123,6 +129,7 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     },
     "compaction/end": {"compactionId": (str,), "error": (str, _N)},
     "usage/report": {"promptTokens": (int,), "completionTokens": (int, _N), "atSeq": (int,)},
+    "config/change": {"compaction": (dict,), "recall": (dict,)},
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
 

@@ -8,16 +8,18 @@ package writes).
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from ._events import Event
 
 __all__ = [
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
+    "CONFIG_CHANGE",
     "POINTER_SOURCE",
     "RECALL_TOOL_NAMES",
     "TRIGGERS",
+    "ConfigChangePayload",
     "EndPayload",
     "ShadowedRange",
     "StartPayload",
@@ -26,6 +28,7 @@ __all__ = [
     "Trigger",
     "UsagePayload",
     "checkpoint_class",
+    "config_change_payload",
     "end_payload",
     "start_payload",
     "summary_payload",
@@ -107,6 +110,23 @@ class UsagePayload(TypedDict):
     atSeq: int
 
 
+CONFIG_CHANGE = "config/change"
+"""The event that records a change of the effective settings (SPEC §3.1.1)."""
+
+
+class ConfigChangePayload(TypedDict):
+    """``config/change``: the settings fields whose values changed, with their new values.
+
+    Folding every ``config/change`` of a log over the defaults gives the settings in effect
+    when its writer last changed them. Settings only: no summarizer endpoint, no API key.
+    """
+
+    compaction: dict[str, Any]
+    """Changed ``CompactionConfig`` fields."""
+    recall: dict[str, Any]
+    """Changed ``RecallConfig`` fields."""
+
+
 def _payload(event: Event, kind: str) -> object:
     if event.type != kind:
         raise TypeError(f"expected a {kind} event, got {event.type} (seq {event.seq})")
@@ -129,3 +149,7 @@ def checkpoint_class(data: SummaryPayload) -> str:
 
 def end_payload(event: Event) -> EndPayload:
     return cast(EndPayload, _payload(event, "compaction/end"))
+
+
+def config_change_payload(event: Event) -> ConfigChangePayload:
+    return cast(ConfigChangePayload, _payload(event, CONFIG_CHANGE))

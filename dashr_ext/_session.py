@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._events import (
+    SETTINGS_TYPES,
     SURFACE_TYPES,
     ContentBlock,
     Event,
@@ -96,11 +97,14 @@ class Session:
         tools: Sequence[Mapping[str, Any]] | None = None,
         durability: Durability = "fsync",
         in_memory: bool = False,
+        lazy: bool = False,
         clock: Callable[[], int] = now_ms,
     ) -> Session:
         """Start a new session; ``path`` defaults to ``$DASHR_HOME/sessions/<id>.jsonl``.
 
         ``in_memory=True`` keeps the log in memory only (tests, scratch sessions).
+        ``lazy=True`` creates the file with the first event beyond the header and settings
+        (:data:`SETTINGS_TYPES`): a session nobody records in leaves no file.
         """
         sid = session_id or new_session_id()
         if tools is not None and (
@@ -125,7 +129,7 @@ class Session:
         store = None
         if not in_memory:
             target = Path(path) if path is not None else default_session_path(sid)
-            store = Store.create(target, durability=durability)
+            store = Store.create(target, durability=durability, deferred=lazy)
         session = cls(store=store, clock=clock)
         try:
             session.append([header])
@@ -459,8 +463,9 @@ class Session:
                     else:
                         self._append_one(spec)
                 new = self._events[base:]
-                if self._store is not None:
-                    self._store.append([e.to_json() for e in new])
+                if self._store is not None:  # settings alone: a lazy session writes no file
+                    held = all(e.type in SETTINGS_TYPES for e in new)
+                    (self._store.hold if held else self._store.append)([e.to_json() for e in new])
                 durable = True
             except BaseException:
                 # Once the batch is on disk, memory must keep it too (an interrupt arriving right

@@ -146,6 +146,7 @@ class Store:
         self._lines: int | None = None  # complete lines in the file: the seq the next line holds
         self._torn = False  # the file ends with a partial line that load() has not recovered
         self._broken: str | None = None  # why appends are refused after a failed rollback
+        self._held: list[bytes] | None = None  # a deferred store's lines, until its file exists
         if file is not None:
             self._size = os.fstat(file.fileno()).st_size
             self._torn = self._size > 0 and os.pread(file.fileno(), 1, self._size - 1) != b"\n"
@@ -159,45 +160,33 @@ class Store:
         """
         file, self._file = self._file, None
         self._mutex = threading.Lock()
-        if file is not None:
+        if file is not None or self._held is not None:
             self._broken = "this store belongs to the parent process (the process forked)"
+        if file is not None:
             with contextlib.suppress(OSError):
                 file.close()
 
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def create(cls, path: Path, *, durability: Durability = "fsync") -> Store:
+    def create(
+        cls, path: Path, *, durability: Durability = "fsync", deferred: bool = False
+    ) -> Store:
         """Create a new empty session file (and its parent directories) and take its writer lock.
 
-        Raises :class:`StoreError` if the file already exists.
+        Raises :class:`StoreError` if the file already exists. ``deferred=True`` checks the
+        name but creates nothing yet: batches given to :meth:`hold` wait in memory, and the
+        first :meth:`append` creates the file, writing them first, in one batch.
         """
         path = Path(path)
         _check_durability(durability)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise StoreError(f"{path}: cannot create its directory: {err}") from err
-        try:
-            fd = os.open(
-                path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
-            )
-        except FileExistsError:
-            raise StoreError(
-                f"{path}: already exists; use Store.open() to continue it, "
-                "or choose a new path (e.g. from new_session_id())"
-            ) from None
-        except OSError as err:
-            raise StoreError(f"{path}: cannot create the session file: {err}") from err
-        file = io.FileIO(fd, "r+", closefd=True)
-        try:
-            lock_exclusive(file, path)
-            if durability == "fsync":
-                _fsync_dir(path.parent)
-        except BaseException:
-            file.close()
-            raise
+        if deferred and os.path.lexists(path):
+            raise StoreError(_exists_message(path))
+        file = None if deferred else _new_file(path, durability)
         store = cls(path, read_only=False, durability=durability, file=file)
+        if deferred:
+            store._held = []
+            release_in_forked_child(store)
         store._lines = 0
         return store
 
@@ -420,6 +409,9 @@ class Store:
             )
         payload = _encode_batch(objs)
         with self._mutex:
+            if self._held is not None:
+                self._append_deferred(objs, payload, hold=False)
+                return
             file = self._file
             if self._broken is not None:  # checked first: a forked child's store has no file
                 raise StoreError(self._broken)
@@ -453,6 +445,46 @@ class Store:
                 raise StoreError(self._broken or str(err)) from err
             self._size = start + len(payload)
             self._lines += len(objs)
+
+    def hold(self, objs: Sequence[dict[str, Any]]) -> None:
+        """Append a batch that need not create the file: a deferred store whose file does not
+        exist yet keeps it in memory for the :meth:`append` that creates it (same checks);
+        any other store appends it at once."""
+        payload = _encode_batch(objs)
+        with self._mutex:
+            if self._held is not None:
+                self._append_deferred(objs, payload, hold=True)
+                return
+        self.append(objs)
+
+    def _append_deferred(self, objs: Sequence[dict[str, Any]], payload: bytes, hold: bool) -> None:
+        """A deferred store's append: hold the batch, or create the file with every held line
+        and this batch (the file is removed again if that write fails)."""
+        held, lines = self._held, self._lines or 0
+        assert held is not None
+        if self._broken is not None or self._closed:
+            raise StoreError(self._broken or f"{self.path}: the store is closed")
+        self._check_seqs(objs, lines)
+        if hold:
+            held.append(payload)
+            self._lines = lines + len(objs)
+            return
+        data = b"".join([*held, payload])
+        file = _new_file(self.path, self.durability)
+        try:
+            _write_fully(file.fileno(), data)
+            if self.durability == "fsync":
+                os.fsync(file.fileno())
+        except BaseException as err:
+            self.path.unlink(missing_ok=True)  # while still holding its lock
+            file.close()
+            if not isinstance(err, OSError):
+                raise
+            raise StoreError(
+                f"{self.path}: cannot write the new session file ({err}); it was removed"
+            ) from err
+        self._file, self._held = file, None
+        self._size, self._lines = len(data), lines + len(objs)
 
     def _check_seqs(self, objs: Sequence[dict[str, Any]], next_seq: int) -> None:
         """Refuse a batch that does not continue the file's seqs (nothing is written)."""
@@ -503,6 +535,38 @@ def _gc_paused() -> Iterator[None]:
 def _check_durability(durability: str) -> None:
     if durability not in _DURABILITIES:
         raise ConfigError("durability", "'fsync' or 'flush'", durability)
+
+
+def _new_file(path: Path, durability: Durability) -> io.FileIO:
+    """Create the session file ``path`` (and its directory), locked for this writer."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"{path}: cannot create its directory: {err}") from err
+    try:
+        fd = os.open(
+            path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE
+        )
+    except FileExistsError:
+        raise StoreError(_exists_message(path)) from None
+    except OSError as err:
+        raise StoreError(f"{path}: cannot create the session file: {err}") from err
+    file = io.FileIO(fd, "r+", closefd=True)
+    try:
+        lock_exclusive(file, path)
+        if durability == "fsync":
+            _fsync_dir(path.parent)
+    except BaseException:
+        file.close()
+        raise
+    return file
+
+
+def _exists_message(path: Path) -> str:
+    return (
+        f"{path}: already exists; use Store.open() to continue it, "
+        "or choose a new path (e.g. from new_session_id())"
+    )
 
 
 def _missing_message(path: Path) -> str:

@@ -123,7 +123,7 @@ def test_the_kernel_runs_this_interpreter(fresh: Kernel) -> None:
 
 
 def test_an_agent_reads_archived_originals_with_print(fresh: Kernel) -> None:
-    path = Path(fresh.execute(SETUP).stdout.strip())
+    path = Path(fresh.execute(SETUP).stdout.splitlines()[-1])
     with Dashr.open(path, read_only=True) as local:
         first = local.checkpoints()[0]
         tool_seq = next(
@@ -157,7 +157,7 @@ def test_bad_magic_arguments_are_one_line_usage_errors(fresh: Kernel) -> None:
 
 
 def test_restart_then_attach_restores_session_surface_and_archive(fresh: Kernel) -> None:
-    path = fresh.execute(SETUP).stdout.strip()
+    path = fresh.execute(SETUP).stdout.splitlines()[-1]
     state = (
         "import json\nprint(json.dumps([list(dashr.session.surface), dashr_compaction_archive]))"
     )
@@ -174,7 +174,7 @@ def test_restart_then_attach_restores_session_surface_and_archive(fresh: Kernel)
 
 
 def test_snapshot_round_trip_across_a_restart(fresh: Kernel, tmp_path: Path) -> None:
-    path = fresh.execute(SETUP).stdout.strip()
+    path = fresh.execute(SETUP).stdout.splitlines()[-1]
     snapshot = tmp_path / "namespace.pkl"
     fresh.execute(
         "budget = {'max_attempts': 3}\n"

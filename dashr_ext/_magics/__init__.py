@@ -1,7 +1,7 @@
 """The IPython extension: ``%load_ext dashr_ext``, the ``Dashr`` options and the magics (SPEC §9).
 
-Loading attaches a session, registers the ``dashr`` comm target (the harness bridge,
-``docs/bridge.md``) and binds ``dashr`` (the controller),
+Loading attaches a session (one printed line names its file), registers the ``dashr`` comm
+target (the harness bridge, ``docs/bridge.md``) and binds ``dashr`` (the controller),
 ``dashr_compaction_archive`` and ``history_outline`` / ``history_read`` /
 ``history_search`` in the user namespace; ``%unload_ext dashr_ext`` removes exactly those,
 the magics, the comm target and the configurable, and closes the session.
@@ -11,10 +11,15 @@ Every option is a trait of the ``Dashr`` configurable. In ``ipython_config.py``:
     c.Dashr.recency_window_tokens = 500000
     c.Dashr.retain_tokens = 50000
 
-or live, validated and applied to the live session at once::
+or live, in any order, applied to the live session (and recorded in its log) as soon as the
+options agree::
 
+    %config Dashr.recency_window_tokens = 500000
     %config Dashr.retain_tokens = 50000
     %config Dashr                  # every option with its help and current value
+
+Attaching a session (``%dashr attach PATH``, or ``session_path`` at load) restores the
+settings its log records, and the options show them.
 
 Magics (``%name?`` shows each one's manual)::
 
@@ -26,7 +31,8 @@ Magics (``%name?`` shows each one's manual)::
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
 Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
-:mod:`.options` (trait groups, validation), :mod:`.subcommands` (``%dashr``),
+:mod:`.options` (trait groups, validation), :mod:`.settings` (options held back until they
+agree, the log's settings shown on attach), :mod:`.subcommands` (``%dashr``),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
 :mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
@@ -73,6 +79,8 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
         raise
     shell.register_magics(magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
+    shell.events.register("post_run_cell", magics.after_cell)  # options held back, once
+    print(magics.session_line())
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
@@ -82,6 +90,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     if not isinstance(magics, Dashr):
         return
     magics.bridge.unregister()
+    shell.events.unregister("post_run_cell", magics.after_cell)
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]

@@ -2,7 +2,8 @@
 
 Unloading removes exactly what loading added: a session file made at load that nothing was
 recorded in, and each bound name only while it still holds the object the extension bound,
-so a user's own ``dashr = …`` survives ``%unload_ext``.
+so a user's own ``dashr = …`` survives ``%unload_ext``. A session the extension names itself
+writes its file only when something is recorded, so a kernel that never records leaves none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from IPython.core.interactiveshell import InteractiveShell
 
 from .._controller import Dashr as DashrController
+from .._events import SETTINGS_TYPES
 from .._paths import new_session_id
 
 __all__ = ["NAMESPACE_NAMES", "Attachment", "namespace_of", "same_file"]
@@ -57,22 +59,41 @@ class Attachment:
         self._created_path: Path | None = None
         self._pushed: dict[str, object] = {}
 
+    @property
+    def created(self) -> bool:
+        """Whether the live session was created by :meth:`open` (not attached)."""
+        return self._created_path is not None
+
     def open(
         self, session_path: str | None, session_dir: str | None, options: Mapping[str, Any]
     ) -> DashrController:
-        """Open ``session_path``, or create it (None: a new session in ``session_dir``)."""
+        """Open ``session_path``, or create it (None: a new session in ``session_dir``, its
+        file written from the first record on)."""
         path = Path(session_path).expanduser() if session_path else None
         if path is not None and path.exists():
             return DashrController.open(path, **options)
+        lazy = path is None
         if path is None and session_dir:
             path = Path(session_dir).expanduser() / f"{new_session_id()}.jsonl"
-        controller = DashrController.create(path, **options)
+        controller = DashrController.create(path, lazy=lazy, **options)
         self._created_path = controller.session.path
         return controller
 
+    def describe(self, controller: DashrController) -> str:
+        """One line naming the session file of ``controller``, created or attached."""
+        session = controller.session
+        if not self.created:
+            return (
+                f"dashr_ext: attached session file {session.path} ({len(session)} events, "
+                f"{len(controller.checkpoints())} checkpoints; its recorded settings apply)"
+            )
+        written = session.path is not None and session.path.exists()
+        later = "" if written else " (written from the first record on)"
+        return f"dashr_ext: new session file {session.path}{later}"
+
     def close(self, controller: DashrController) -> None:
         """Close ``controller``; a session file :meth:`open` created and nothing used is removed."""
-        untouched = len(controller.session) == 1  # only its header: nothing was recorded
+        untouched = all(e.type in SETTINGS_TYPES for e in controller.session.events)
         controller.close()
         created, self._created_path = self._created_path, None
         if created is not None and untouched and controller.session.path == created:

@@ -1,8 +1,9 @@
 """The ``Dashr`` configurable: the extension's options and its magics (SPEC §9).
 
 One instance per shell while the extension is loaded. Its traits are the options
-(``%config Dashr.NAME = VALUE``), validated per group (:mod:`.options`) and applied to the
-live controller at once; its methods are the magics, each docstring a user manual.
+(``%config Dashr.NAME = VALUE``): each value is checked on its own when set, and each group
+(:mod:`.options`) is applied to the live controller as soon as its options agree (until then
+it is held back, :mod:`.settings`). Its methods are the magics, each docstring a user manual.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from IPython.core.magic import Magics, magics_class, no_var_expand
-from traitlets import Bool, Enum, Float, Integer, Unicode, observe, validate
+from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.utils.bunch import Bunch
 
 from .._bridge.comm import CommBridge
@@ -25,6 +26,7 @@ from .._recall import RecallResult
 from .._summarizers.base import Summarizer
 from .._summarizers.factory import SUMMARIZER_KINDS
 from ..agent import Agent, AgentReply
+from ..errors import ConfigError
 from .agent_turn import agent_cell
 from .arguments import (
     agent_errors,
@@ -49,6 +51,7 @@ from .options import (
     summarizer_of,
     trait_errors,
 )
+from .settings import Staging, own_summarizer_field, show_settings
 from .subcommands import SUBCOMMANDS
 
 __all__ = ["Dashr"]
@@ -259,6 +262,7 @@ class Dashr(Magics):
         self._controller: DashrController | None = None
         self._agent: Agent | None = None
         self._attachment = Attachment(shell)
+        self._staging = Staging()
         super().__init__(shell=shell, **kwargs)
         self.bridge = CommBridge(
             lambda: TraitsHost(self), lambda: int(self.bridge_max_request_bytes)
@@ -285,39 +289,52 @@ class Dashr(Magics):
     @validate(*COMPACTION_TRAITS)
     def _check_compaction(self, proposal: Bunch) -> Any:
         with trait_errors():
-            self.compaction_config(**{proposal.trait.name: proposal.value})
+            CompactionConfig.check_field(proposal.trait.name, proposal.value)
         return proposal.value
 
     @validate(*RECALL_TRAITS)
     def _check_recall(self, proposal: Bunch) -> Any:
         with trait_errors():
-            self.recall_config(**{proposal.trait.name: proposal.value})
+            RecallConfig.check_field(proposal.trait.name, proposal.value)
         return proposal.value
 
     @validate(*SUMMARIZER_TRAITS)
     def _check_summarizer(self, proposal: Bunch) -> Any:
-        with trait_errors():
-            close_summarizer(self.make_summarizer(**{proposal.trait.name: proposal.value}))
+        name = proposal.trait.name
+        try:
+            close_summarizer(self.make_summarizer(**{name: proposal.value}))
+        except ConfigError as exc:
+            if own_summarizer_field(name, exc):  # else it waits for another option
+                raise TraitError(str(exc)) from None
         return proposal.value
 
     @observe(*COMPACTION_TRAITS)
     def _apply_compaction(self, change: Bunch) -> None:
         if self._controller is not None:
-            self._controller.config = self.compaction_config()
+            with self._staging.apply("compaction"):
+                self._controller.config = self.compaction_config()
 
     @observe(*RECALL_TRAITS)
     def _apply_recall(self, change: Bunch) -> None:
         if self._controller is not None:
-            self._controller.recall_config = self.recall_config()
+            with self._staging.apply("recall"):
+                self._controller.recall_config = self.recall_config()
 
     @observe(*SUMMARIZER_TRAITS)
     def _apply_summarizer(self, change: Bunch) -> None:
         controller = self._controller
         if controller is None:
             return
-        old = controller.summarizer
-        controller.summarizer = self.make_summarizer()
-        close_summarizer(old)
+        with self._staging.apply("summarizer"):
+            summarizer = self.make_summarizer()
+            old, controller.summarizer = controller.summarizer, summarizer
+            close_summarizer(old)
+
+    def after_cell(self, result: ExecutionResult) -> None:
+        """After each cell (``post_run_cell``): say once why options are held back."""
+        if self.shell is not None:
+            for problem in self._staging.unreported():
+                self.shell.show_usage_error(UsageError(problem))  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ the controller
 
@@ -329,31 +346,45 @@ class Dashr(Magics):
         return self._controller
 
     def start(self) -> None:
-        """Create or open the configured session and bind the namespace names."""
-        options: dict[str, Any] = {
-            "config": self.compaction_config(),
-            "recall": self.recall_config(),
-            "summarizer": self.make_summarizer(),
-        }
-        self._controller = self._attachment.open(self.session_path, self.session_dir, options)
+        """Create or open the configured session and bind the namespace names (a new session
+        records the options as its settings; an existing one's settings become the options)."""
+        with trait_errors():  # the options must agree at load
+            config, recall = self.compaction_config(), self.recall_config()
+        options = {"summarizer": self.make_summarizer()}
+        controller = self._attachment.open(self.session_path, self.session_dir, options)
+        try:
+            if self._attachment.created:
+                controller.config, controller.recall_config = config, recall
+            else:
+                self._show_settings(controller)
+        except BaseException:
+            self._attachment.close(controller)
+            raise
+        self._controller = controller
         self.push()
 
+    def session_line(self) -> str:
+        """The line ``%load_ext`` prints: the session file it created or attached."""
+        return self._attachment.describe(self.controller)
+
     def attach(self, path: str | Path) -> DashrController:
-        """Switch to the session file at ``path``; the names are re-bound to the new controller."""
+        """Switch to the session file at ``path`` (its settings become the options); the names
+        are re-bound to the new controller."""
         target = Path(path).expanduser()
         current = self._controller
         if current is not None and same_file(current.session.path, target):
             return current
-        controller = DashrController.open(
-            target,
-            config=self.compaction_config(),
-            recall=self.recall_config(),
-            summarizer=self.make_summarizer(),
-        )
+        controller = DashrController.open(target, summarizer=self.make_summarizer())
         self.stop()
+        self._show_settings(controller)
         self._controller = controller
         self.push()
         return controller
+
+    def _show_settings(self, controller: DashrController) -> None:
+        assert self._controller is None  # so that the options are not applied back
+        show_settings(self, controller)
+        self._staging.release("compaction", "recall")
 
     def stop(self) -> None:
         """Unbind the names and close the session (an untouched session made at load is removed)."""

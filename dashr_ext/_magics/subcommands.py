@@ -79,6 +79,8 @@ def export(host: Host, path: str) -> Report:
     source = c.session.path
     if source is None:
         raise UsageError("this session is in memory only; there is no file to export")
+    if not source.exists():
+        raise UsageError(f"nothing recorded yet: {source} is written from the first record on")
     target = Path(path).expanduser()
     refuse_symlink(target)
     if target.exists():

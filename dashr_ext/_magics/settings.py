@@ -1,0 +1,85 @@
+"""The options as the session's settings: held back until they agree, shown on attach.
+
+``%config`` sets one option per line, so a value that needs another one
+(``recency_window_tokens`` needs ``retain_tokens`` below it; ``summarizer = 'llm'`` needs
+``llm_base_url`` and ``llm_model``) may come first. Each value is checked on its own when it
+is set (a bad one is refused, as before); the options feeding one object (the compaction
+settings, the recall settings, the summarizer) are checked together when they are applied to
+the session. While they disagree, the session keeps what it had, and at the end of the cell
+the problem is shown once, as a one-line ``UsageError`` naming both options.
+
+The other way round, attaching a session shows the settings its log records as the options
+(:func:`show_settings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from traitlets import HasTraits
+
+from .._controller import Dashr as DashrController
+from ..errors import ConfigError
+from .options import COMPACTION_TRAITS, RECALL_TRAITS
+
+__all__ = ["Staging", "own_summarizer_field", "show_settings"]
+
+_SUMMARIZER_FIELDS = {"LLMSummarizer.base_url": "llm_base_url", "LLMSummarizer.model": "llm_model"}
+"""The summarizer's fields by the option that sets them."""
+
+
+def own_summarizer_field(option: str, exc: ConfigError) -> bool:
+    """Whether ``exc`` (from building the summarizer) is about ``option`` itself."""
+    return _SUMMARIZER_FIELDS.get(exc.field) == option
+
+
+def _problem(group: str, exc: ConfigError) -> str:
+    if group == "summarizer" and exc.field in _SUMMARIZER_FIELDS:
+        option = _SUMMARIZER_FIELDS[exc.field]
+        text = f"summarizer = 'llm' needs {option}: expected {exc.accepted}, got {exc.received!r}"
+    else:
+        text = str(exc)
+    return f"Dashr options not applied yet: {text}"
+
+
+class Staging:
+    """Which option groups are held back, why, and which of those reasons were shown."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, str] = {}
+        self._shown: set[str] = set()
+
+    @contextmanager
+    def apply(self, group: str) -> Iterator[None]:
+        """Apply ``group`` in the block; a ConfigError holds it back instead of raising."""
+        try:
+            yield
+        except ConfigError as exc:
+            self._held[group] = _problem(group, exc)
+        else:
+            self._held.pop(group, None)
+
+    def release(self, *groups: str) -> None:
+        """Forget what held ``groups`` back (their options were set to agreeing values)."""
+        for group in groups:
+            self._held.pop(group, None)
+
+    def unreported(self) -> list[str]:
+        """The problems holding options back that were not shown yet; each is shown once."""
+        held = list(self._held.values())
+        new = [problem for problem in held if problem not in self._shown]
+        self._shown = set(held)
+        return new
+
+
+def show_settings(options: HasTraits, controller: DashrController) -> None:
+    """Set the compaction and recall ``options`` to ``controller``'s settings.
+
+    The caller makes sure no controller listens while they change: they come from it.
+    """
+    with options.hold_trait_notifications():
+        for name in COMPACTION_TRAITS:
+            setattr(options, name, getattr(controller.config, name))
+        for name in RECALL_TRAITS:
+            setattr(options, name, getattr(controller.recall_config, name))
