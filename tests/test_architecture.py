@@ -38,6 +38,7 @@ LOG_LAYER = {
 ABOVE_COMPACTION = (
     "dashr_ext._recall",
     "dashr_ext.agent",
+    "dashr_ext._agent_host",
     "dashr_ext._magics",
     "dashr_ext._cli",
     "dashr_ext._controller",
@@ -159,6 +160,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dashr_ext",
             "dashr_ext.agent",
+            "dashr_ext._agent_host",
             "dashr_ext.testing",
             "dashr_ext._cells",
             "dashr_ext._magics",
