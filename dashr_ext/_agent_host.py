@@ -68,18 +68,16 @@ class _Measured(Protocol):
 class AgentHost(Protocol):
     """What :class:`~dashr_ext.agent.Agent` needs from the session it works in.
 
-    The names are :class:`~dashr_ext.Dashr`'s and its session's. Recording happens in the
-    order the agent calls: ``begin_turn``, ``record_openai`` (the user message), per step
+    The names are :class:`~dashr_ext.Dashr`'s and its session's, and
+    :class:`~dashr_ext.bridge.KernelSession` has them all. Recording happens in the order
+    the agent calls: ``begin_turn``, ``record_openai`` (the user message), per step
     ``begin_step``, ``request_messages`` (the pressure check: it may compact), the request,
     ``report_usage``, ``record_openai`` (the assistant message), one ``append_tool_result``
-    per call, ``end_step``; then ``end_turn``. ``log_length`` and ``compactions_since``
-    tell the agent what compaction did between two points of that sequence.
+    per call, ``end_step``; then ``end_turn``. ``len(host)`` and ``compactions`` tell the
+    agent what compaction did between two points of that sequence.
     """
 
     # ------------------------------------------------------------------ the log's state
-
-    @property
-    def session_id(self) -> str: ...
 
     @property
     def open_turn(self) -> int | None: ...
@@ -103,10 +101,12 @@ class AgentHost(Protocol):
         """The seq of the call with this id anywhere in the log (None: the id is free)."""
         ...
 
-    def log_length(self) -> int: ...
+    def __len__(self) -> int:
+        """Events in the session log."""
+        ...
 
-    def compactions_since(self, seq: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Checkpoints committed, and errors of passes that failed, from ``seq`` on."""
+    def compactions(self, since: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Checkpoints committed, and errors of passes that failed, from seq ``since`` on."""
         ...
 
     # ------------------------------------------------------------------ recording
@@ -155,13 +155,14 @@ class AgentHost(Protocol):
 
     # ------------------------------------------------------------------ the harness's tools
 
-    def install_tool(self, schema: Mapping[str, Any]) -> None:
-        """Count ``schema`` in every measurement, in place of a tool of the same name."""
+    @property
+    def extra_tools(self) -> list[dict[str, Any]]:
+        """Tool schemas the harness sends beyond the session's (``run_cell``), counted in
+        every measurement; assigning replaces them all."""
         ...
 
-    def withdraw_tool(self, schema: Mapping[str, Any]) -> None:
-        """Stop counting ``schema``, unless another has taken its place since."""
-        ...
+    @extra_tools.setter
+    def extra_tools(self, tools: Sequence[Mapping[str, Any]]) -> None: ...
 
     def run_cell(self, code: str) -> CellResult:
         """Run one cell of Python where the session lives."""
@@ -173,7 +174,7 @@ class DashrHost:
 
     Cells run in ``shell`` (an IPython shell) or else in ``namespace`` (default: a new
     dict); either gets ``dashr_compaction_archive`` and the ``history_*`` helpers of this
-    session. Tools the agent installs go into ``dashr.extra_tools``.
+    session. :attr:`extra_tools` is ``dashr.extra_tools`` itself (not a copy).
     """
 
     def __init__(
@@ -209,10 +210,6 @@ class DashrHost:
     # ------------------------------------------------------------------ the log's state
 
     @property
-    def session_id(self) -> str:
-        return self.dashr.session.id
-
-    @property
     def open_turn(self) -> int | None:
         return self.dashr.session.open_turn
 
@@ -234,13 +231,13 @@ class DashrHost:
     def tool_call_seq(self, tool_call_id: str) -> int | None:
         return self.dashr.session.tool_call_seq(tool_call_id)
 
-    def log_length(self) -> int:
+    def __len__(self) -> int:
         return len(self.dashr.session)
 
-    def compactions_since(self, seq: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def compactions(self, since: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         committed: list[str] = []
         errors: list[str] = []
-        for event in self.dashr.session.events[seq:]:
+        for event in self.dashr.session.events[since:]:
             checkpoint = checkpoint_of(event)
             if checkpoint is not None:
                 committed.append(checkpoint)
@@ -294,26 +291,22 @@ class DashrHost:
 
     # ------------------------------------------------------------------ the harness's tools
 
-    def install_tool(self, schema: Mapping[str, Any]) -> None:
-        """Make ``schema`` the one entry of its name in ``dashr.extra_tools``, where the first
-        one of that name was (the meter counts ``extra_tools`` in every envelope)."""
-        tools = self.dashr.extra_tools
-        name = tool_name(schema)
-        kept = [t for t in tools if tool_name(t) != name]
-        at = next((i for i, t in enumerate(tools) if tool_name(t) == name), len(kept))
-        kept.insert(at, dict(schema) if not isinstance(schema, dict) else schema)
-        tools[:] = kept
+    @property
+    def extra_tools(self) -> list[dict[str, Any]]:
+        return self.dashr.extra_tools
 
-    def withdraw_tool(self, schema: Mapping[str, Any]) -> None:
-        """``schema`` leaves ``dashr.extra_tools`` only while it is this very object."""
-        tools = self.dashr.extra_tools
-        tools[:] = [t for t in tools if t is not schema]
+    @extra_tools.setter
+    def extra_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
+        self.dashr.extra_tools[:] = [t if isinstance(t, dict) else dict(t) for t in tools]
 
     def run_cell(self, code: str) -> CellOutput:
         return run_cell(code, shell=self.shell, namespace=self.namespace)
 
 
-HOST_MEMBERS: tuple[str, ...] = tuple(sorted(n for n in vars(AgentHost) if not n.startswith("_")))
+HOST_MEMBERS: tuple[str, ...] = (
+    "__len__",
+    *sorted(n for n in vars(AgentHost) if not n.startswith("_")),
+)
 """The names an :class:`AgentHost` has."""
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._agent_host import AgentHost, CellResult, DashrHost, host_problem
+from ._agent_host import AgentHost, CellResult, DashrHost, host_problem, tool_name
 from ._cells import (
     DEFAULT_TOOL_OUTPUT_MAX_CHARS,
     RUN_CELL,
@@ -261,32 +261,49 @@ class Agent:
         self.on_event = on_event
         self._running = False
         self._schema = run_cell_schema(tool_output_max_chars)
-        # The meter counts installed tools in every envelope; the schema depends on
-        # tool_output_max_chars, so an earlier agent's run_cell entry is replaced.
-        self.host.install_tool(self._schema)
+        self._install_schema()
 
     def __repr__(self) -> str:
         # Tolerates a half-built agent: a traceback shown with its locals reprs __init__'s self.
         if not all(hasattr(self, a) for a in ("client", "host", "shell", "max_steps")):
             return "<Agent (not initialised)>"
-        if isinstance(self.host, DashrHost):
-            where = "IPython shell" if self.shell is not None else "plain namespace"
-        else:
-            where = type(self.host).__name__
+        if self.dashr is None:
+            return (
+                f"<Agent model={self.client.model!r} on {self.host!r}, max_steps={self.max_steps}>"
+            )
+        where = "IPython shell" if self.shell is not None else "plain namespace"
         return (
-            f"<Agent model={self.client.model!r} session={self.host.session_id} ({where}), "
+            f"<Agent model={self.client.model!r} session={self.dashr.session.id} ({where}), "
             f"max_steps={self.max_steps}>"
         )
 
     def close(self) -> None:
         """Close the HTTP client when the agent created it; withdraw its ``run_cell`` schema.
 
-        The schema leaves the host's tools only while it is still this agent's (another
-        agent may have replaced it since).
+        The schema leaves the host's ``extra_tools`` only while it is still this agent's
+        (another agent may have replaced it since); a remote host's list holds copies, so
+        there an entry equal to this agent's schema leaves.
         """
-        self.host.withdraw_tool(self._schema)
+        tools = self.host.extra_tools
+        local = self.dashr is not None
+        kept = [t for t in tools if (t is not self._schema if local else t != self._schema)]
+        if len(kept) != len(tools):
+            self.host.extra_tools = kept
         if self._owns_client:
             self.client.close()
+
+    def _install_schema(self) -> None:
+        """Make this agent's schema the one ``run_cell`` entry of the host's ``extra_tools``.
+
+        The meter counts ``extra_tools`` in every request's envelope; the schema depends on
+        ``tool_output_max_chars``, so an earlier agent's entry is replaced, not added to.
+        """
+        tools = self.host.extra_tools
+        kept = [t for t in tools if tool_name(t) != RUN_CELL]
+        at = next((i for i, t in enumerate(tools) if tool_name(t) == RUN_CELL), len(kept))
+        kept.insert(at, self._schema)
+        if kept != tools or self.dashr is not None:
+            self.host.extra_tools = kept
 
     def __enter__(self) -> Agent:
         return self
@@ -330,10 +347,10 @@ class Agent:
 
     def _run_turn(self, user_text: str) -> AgentReply:
         host = self.host
-        host.install_tool(self._schema)  # closed and reused, or another agent's schema since
+        self._install_schema()  # closed and reused, or another agent's schema since
         self._close_turn("interrupted", "the process running this turn stopped")
         self._install_system_prompt()
-        start = host.log_length()
+        start = len(host)
         host.begin_turn()
         turn = host.open_turn or 0
         steps: list[StepReport] = []
@@ -364,9 +381,9 @@ class Agent:
         host.begin_step()
         open_step = host.open_step
         step = open_step[1] if open_step is not None else 0
-        watch = host.log_length()
+        watch = len(host)
         exchange = self._request()
-        compacted, compaction_errors = host.compactions_since(watch)
+        compacted, compaction_errors = host.compactions(watch)
         host.record_openai(exchange.message)
         failed: list[bool] = []
         for call in exchange.calls:
@@ -395,7 +412,7 @@ class Agent:
     def _reply(
         self, text: str, reason: TurnEndReason, turn: int, steps: list[StepReport], start: int
     ) -> AgentReply:
-        compacted, _ = self.host.compactions_since(start)
+        compacted, _ = self.host.compactions(start)
         return AgentReply(text, reason=reason, turn=turn, steps=tuple(steps), checkpoints=compacted)
 
     # ------------------------------------------------------------------ one request
@@ -477,7 +494,7 @@ class Agent:
         if not isinstance(raw, list):
             return ()
         host = self.host
-        length = host.log_length()
+        length = len(host)
         used: set[str] = set()
         calls: list[_Call] = []
         for i, item in enumerate(raw):
