@@ -20,7 +20,12 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── EndpointError                       an OpenAI-compatible endpoint failed or said no
     ├── PromptError (ValueError)            a prompt template is missing or malformed
     ├── RecallError (ValueError)            a history_* call has bad arguments
-    └── AgentError                          the agent loop was misused (a turn already runs)
+    ├── AgentError                          the agent loop was misused (a turn already runs)
+    └── BridgeError                         talking to a kernel over the dashr comm failed
+        ├── ProtocolError                   the kernel refused a malformed request (bad op, version, size)
+        ├── InternalError                   the kernel side failed unexpectedly (type and text only)
+        ├── BridgeTimeoutError (TimeoutError) no reply within the timeout
+        └── KernelDiedError                 the kernel process died or stopped answering
 
 Warnings (the operation went on; see the ``warnings`` module to filter them)::
 
@@ -37,6 +42,8 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "BridgeError",
+    "BridgeTimeoutError",
     "CompactionError",
     "CompactionInProgressError",
     "CompactionWarning",
@@ -46,7 +53,10 @@ __all__ = [
     "EndpointError",
     "EventError",
     "FormatError",
+    "InternalError",
+    "KernelDiedError",
     "PromptError",
+    "ProtocolError",
     "ReadOnlyError",
     "RecallError",
     "SessionLockedError",
@@ -171,6 +181,31 @@ class RecallError(DashrError, ValueError):
 
 class AgentError(DashrError):
     """The agent loop was misused: a turn is already running, or the user message is empty."""
+
+
+class BridgeError(DashrError):
+    """Talking to a kernel over the ``dashr`` comm failed (``dashr_ext.bridge``).
+
+    An error the kernel's own operation raised comes back as its own class instead (a
+    ``ConfigError`` from ``configure``, a ``FormatError`` from ``record``, …).
+    """
+
+
+class ProtocolError(BridgeError):
+    """The kernel refused a malformed request: not an object, unknown ``op``, wrong types,
+    an unsupported ``version``, lone surrogates, or more than the size cap."""
+
+
+class InternalError(BridgeError):
+    """The kernel side failed with an unexpected exception; the message is its type and text."""
+
+
+class BridgeTimeoutError(BridgeError, TimeoutError):
+    """No reply arrived within the timeout; the kernel may still be working on the request."""
+
+
+class KernelDiedError(BridgeError):
+    """The kernel process died or stopped answering its heartbeat."""
 
 
 class CompactionWarning(UserWarning):

@@ -1,9 +1,10 @@
 """The IPython extension: ``%load_ext dashr_ext``, the ``Dashr`` options and the magics (SPEC §9).
 
-Loading attaches a session and binds ``dashr`` (the controller),
+Loading attaches a session, registers the ``dashr`` comm target (the harness bridge,
+``docs/bridge.md``) and binds ``dashr`` (the controller),
 ``dashr_compaction_archive`` and ``history_outline`` / ``history_read`` /
 ``history_search`` in the user namespace; ``%unload_ext dashr_ext`` removes exactly those,
-the magics and the configurable, and closes the session.
+the magics, the comm target and the configurable, and closes the session.
 
 Every option is a trait of the ``Dashr`` configurable. In ``ipython_config.py``::
 
@@ -27,7 +28,8 @@ Magics (``%name?`` shows each one's manual)::
 Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
 :mod:`.options` (trait groups, validation), :mod:`.subcommands` (``%dashr``),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
-:mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors).
+:mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
+:mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
         del shell.configurables[configurables:]
         raise
     shell.register_magics(magics)
+    magics.bridge.register()  # the dashr comm target (docs/bridge.md)
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
@@ -78,6 +81,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     magics = manager.registry.get("Dashr")
     if not isinstance(magics, Dashr):
         return
+    magics.bridge.unregister()
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]

@@ -16,6 +16,8 @@ from IPython.core.magic import Magics, magics_class, no_var_expand
 from traitlets import Bool, Enum, Float, Integer, Unicode, observe, validate
 from traitlets.utils.bunch import Bunch
 
+from .._bridge.comm import CommBridge
+from .._bridge.protocol import MAX_REQUEST_BYTES
 from .._config import ENGINES, CompactionConfig, RecallConfig
 from .._controller import Dashr as DashrController
 from .._display import Report, compact_report, dry_run_report
@@ -35,6 +37,7 @@ from .arguments import (
     unquote,
 )
 from .attachment import Attachment, same_file
+from .bridge import TraitsHost
 from .options import (
     AGENT_TRAITS,
     COMPACTION_DEFAULTS,
@@ -229,6 +232,14 @@ class Dashr(Magics):
         "it (>= 200).",
     ).tag(config=True)
 
+    # -- bridge (the dashr comm) ---------------------------------------------------------
+    bridge_max_request_bytes = Integer(
+        MAX_REQUEST_BYTES,
+        min=1024,
+        help="Largest request the dashr comm accepts, in bytes of JSON (>= 1024); a larger "
+        "one gets a ProtocolError reply and changes nothing.",
+    ).tag(config=True)
+
     # -- store ------------------------------------------------------------------------------
     session_dir = Unicode(
         None,
@@ -249,6 +260,10 @@ class Dashr(Magics):
         self._agent: Agent | None = None
         self._attachment = Attachment(shell)
         super().__init__(shell=shell, **kwargs)
+        self.bridge = CommBridge(
+            lambda: TraitsHost(self), lambda: int(self.bridge_max_request_bytes)
+        )
+        """The ``dashr`` comm target; registered while the extension is loaded."""
 
     # ------------------------------------------------------------------ validation
 
