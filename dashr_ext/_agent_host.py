@@ -329,5 +329,9 @@ def _has(obj: object, name: str) -> bool:
     return True
 
 
-# A DashrHost is an AgentHost; mypy checks it here rather than at every use.
+# Both hosts are AgentHosts; mypy checks it here rather than at every use.
 _: type[AgentHost] = DashrHost
+if TYPE_CHECKING:
+    from .bridge import KernelSession
+
+    _remote: type[AgentHost] = KernelSession
