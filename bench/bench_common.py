@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def package_commit() -> str:
+    """The last commit that changed the package: the code measured."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", "--", "dashr_ext"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
 
 
 def machine_note_list(load_label: str | None = "load average") -> list[str]:

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import join_notes, machine_note_list, record_section  # noqa: E402
+from bench_common import join_notes, machine_note_list, package_commit, record_section  # noqa: E402
 
 from dashr_ext import CompactionConfig, Dashr  # noqa: E402
 from dashr_ext._meter import Measurement  # noqa: E402
@@ -600,20 +600,6 @@ def report(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-def _commit() -> str:
-    """The last commit that changed the package: the code measured."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", "--", "dashr_ext"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
-
-
 def _fresh_run(quick: bool) -> Run:
     command = [sys.executable, str(Path(__file__).resolve()), "--json"]
     if quick:
@@ -648,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.record:
         target = QUICK_TARGET_TOKENS if args.quick else TARGET_TOKENS
         body = [
-            f"Machine: {join_notes(machine_note_list())}. Package at: `{_commit()}`.",
+            f"Machine: {join_notes(machine_note_list())}. Package at: `{package_commit()}`.",
             "",
             f"Corpus: {runs[0].concat[0].corpus_sessions} sessions. Concatenation: the "
             f"sessions recorded one after another into one in-memory session until the "

@@ -20,7 +20,6 @@ Deterministic: one run. ``--record LABEL`` writes the section "Fact survival: LA
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_common import join_notes, machine_note_list, record_section  # noqa: E402
+from bench_common import join_notes, machine_note_list, package_commit, record_section  # noqa: E402
 from survival_sessions import (  # noqa: E402
     BUDGETS,
     FACT_KINDS,
@@ -113,20 +112,6 @@ def table(cells: dict[tuple[float, int], list[Outcome]]) -> list[str]:
     return lines
 
 
-def _commit() -> str:
-    """The last commit that changed the package: the code measured."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", "--", "dashr_ext"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=["summary", "recallable", "both"], default="both")
@@ -137,7 +122,7 @@ def main() -> int:
     engines = ["summary", "recallable"] if args.engine == "both" else [args.engine]
     sizes = ", ".join(f"{s.name} {original_tokens(s):,}" for s in SESSIONS)
     body = [
-        f"Machine: {join_notes(machine_note_list(None))}. Package at: `{_commit()}`.",
+        f"Machine: {join_notes(machine_note_list(None))}. Package at: `{package_commit()}`.",
         "",
         f"Sessions (uncompacted request tokens): {sizes}; 18 facts each (2 per kind), 8 "
         f"updated. Budget = share of the uncompacted size; `retain_tokens` = "

@@ -5,10 +5,12 @@
     dashr outline FILE                 the history_outline text
     dashr read FILE c42 | --seq N | --cursor TOKEN
     dashr search FILE QUERY [--checkpoint c42] [--limit N]
-    dashr compact FILE [--recency-window-tokens N] [--retain-tokens N]
+    dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
     dashr import FILE --format openai [-o OUT.jsonl]
 
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input).
+``dashr compact`` exits with status 3 when its passes are committed but the request is still
+above the trigger; one line on stderr says by how much and why.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._config import ENGINES, CompactionConfig
 from .errors import DashrError
+
+if TYPE_CHECKING:
+    from ._compaction.prune import PruneResult
+    from ._controller import Dashr
 
 __all__ = ["main"]
 
@@ -61,8 +67,22 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--checkpoint")
     search.add_argument("--limit", type=int)
 
-    compact = sub.add_parser("compact", help="run one compaction pass on a session file")
+    compact = sub.add_parser(
+        "compact",
+        help="prune oversize outputs, then run one compaction pass on a session file",
+        description="Prune oversize outputs (no model call), then run one summary pass; print "
+        "what each did. When the request is still above the trigger afterwards, one line on "
+        "stderr says by how much and why.",
+        epilog="exit status: 0 done; 3 done (the passes are committed) but the request is "
+        "still above the trigger; 1 bad input; 2 bad usage",
+    )
     compact.add_argument("file", type=Path)
+    compact.add_argument(
+        "--prune-only",
+        action="store_true",
+        help="only prune: every tool output and assistant text above the pruning threshold "
+        "outside the retained tail, and any message above the oversize share; no summary pass",
+    )
     compact.add_argument("--engine", default="summary", choices=list(ENGINES))
     compact.add_argument("--recency-window-tokens", type=int)
     compact.add_argument("--retain-tokens", type=int)
@@ -79,16 +99,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = _COMMANDS[args.command]
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader gone away shows here, not at the interpreter's exit
+        return code
     except BrokenPipeError:
         # The reader went away (`dashr outline f | head`): stop quietly, as other tools do.
-        # Point stdout at devnull so the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return 141
     except (DashrError, OSError, ValueError) as exc:
         print(f"dashr {args.command}: {_one_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _print_out(lines: Sequence[str]) -> None:
+    """Print ``lines``; a reader that went away (``| head``) only stops the printing."""
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -147,6 +183,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
+    from ._compaction.report import still_above
     from ._controller import Dashr
 
     config = CompactionConfig(
@@ -158,17 +195,55 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise FileNotFoundError(2, "no such file", str(args.file))
     with Dashr.open(args.file, config=config) as d:
-        before = d.measure().total
+        lines = _prune_only(d) if args.prune_only else _compact(d)
+        with d.session.lock:
+            above = still_above(d.session, d.measure(), d.config, count_tokens=d.meter.count_text)
+    # The passes are committed: what they did goes out even when stdout's reader is gone.
+    _print_out(lines)
+    if above is None:
+        return 0
+    print(f"dashr compact: {above}", file=sys.stderr)
+    return 3
+
+
+def _compact(d: Dashr) -> list[str]:
+    """``dashr compact``: the prune pass (if any), then the summary pass."""
+    before = d.measure().total
+    try:
         result = d.compact()
-        if result is None:
-            print(f"nothing to compact (~{before} tokens on the surface)")
-            return 0
-        made = ", ".join(result.checkpoints) if len(result.checkpoints) > 1 else result.checkpoint
-        print(
-            f"{made}: shadowed {len(result.shadowed_seqs)} events; "
-            f"~{result.tokens_before} -> ~{result.tokens_after} tokens"
-        )
-    return 0
+    except DashrError:
+        if d.last_prune is not None:  # committed before the summary pass failed
+            _print_out([_prune_line(d.last_prune)])
+        raise
+    lines = [] if d.last_prune is None else [_prune_line(d.last_prune)]
+    if result is None and not lines:
+        return [f"nothing to compact (~{before} tokens on the surface)"]
+    if result is None:
+        return [*lines, f"nothing to summarize (~{d.measure().total:,} tokens on the surface)"]
+    made = ", ".join(result.checkpoints) if len(result.checkpoints) > 1 else result.checkpoint
+    lines.append(
+        f"{made}: shadowed {len(result.shadowed_seqs)} events; "
+        f"~{result.tokens_before} -> ~{result.tokens_after} tokens"
+    )
+    return lines
+
+
+def _prune_only(d: Dashr) -> list[str]:
+    """``dashr compact --prune-only``: one prune pass, old outputs included."""
+    result = d.prune()
+    if result is None:
+        return [f"nothing to prune (~{d.measure().total:,} tokens on the surface)"]
+    return [_prune_line(result)]
+
+
+def _prune_line(result: PruneResult) -> str:
+    from ._compaction.report import pruned_names
+
+    saved = result.tokens_before - result.tokens_after
+    return (
+        f"pruned {pruned_names(result)}; ~{result.tokens_before:,} -> "
+        f"~{result.tokens_after:,} tokens ({saved:,} saved)"
+    )
 
 
 def _cmd_import(args: argparse.Namespace) -> int:

@@ -18,13 +18,16 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._compaction.report import pruned_names, still_above
+
 if TYPE_CHECKING:
+    from ._compaction.prune import PruneResult
     from ._controller import Dashr
 
-__all__ = ["Report", "compact_report", "dry_run_report", "status_report"]
+__all__ = ["Report", "compact_report", "dry_run_report", "prune_report", "status_report"]
 
 
 @dataclass(frozen=True)
@@ -143,22 +146,53 @@ def status_report(c: Dashr) -> Report:
 
 
 def dry_run_report(c: Dashr) -> Report:
-    """``%compact --dry-run``: the range a manual pass would compact; commits nothing."""
+    """``%compact --dry-run``: what a manual pass would prune and condense; commits nothing."""
     s = c.session
     with s.lock:  # plan on the state measured, whatever other threads record
         measured = c.measure()
-        plan = c.engine.plan("manual", measured)
+        items = c.engine.plan_prune(measured, old=False) if c.config.prune else []
+        saved = sum(i.tokens_before - i.tokens_after for i in items)
+        # The summary range of the surface as pruning would leave it: same nodes, smaller.
+        sizes = {i.position: i.tokens_after for i in items}
+        pruned = replace(
+            measured,
+            total=measured.total - saved,
+            counted=measured.counted - saved,
+            nodes=[(q, sizes.get(p, t)) for p, (q, t) in enumerate(measured.nodes)],
+        )
+        plan = c.engine.plan("manual", pruned)
+    prune_rows: list[tuple[str, object]] = []
+    if items:
+        label = "seq" if len(items) == 1 else "seqs"
+        listed = ", ".join(str(i.event.seq) for i in items)
+        prune_rows.append(
+            ("prune first", f"{_messages(len(items))}: {label} {listed} (~{saved:,} saved)")
+        )
+    what = f"prune {_messages(len(items))}"
     if plan is None:
+        rows: list[tuple[str, object]] = [
+            *prune_rows,
+            ("request tokens", f"~{measured.total}"),
+            ("retain", f"{c.config.retain_budget}"),
+        ]
+        if items:
+            return Report.of(
+                f"dry run: %compact would {what} and condense nothing",
+                rows,
+                ("nothing was committed",),
+                kind="compact",
+            )
         return Report.of(
             "dry run: nothing to compact",
-            [("request tokens", f"~{measured.total}"), ("retain", f"{c.config.retain_budget}")],
+            rows,
             ("the surface already fits the retain budget; nothing was committed",),
             kind="compact",
         )
     a, b = plan.regions[0].first, plan.regions[-1].last
     seqs = [q for region in plan.regions for q in region.seqs]
     kept = len(s.surface) - len(seqs)
-    rows: list[tuple[str, object]] = [
+    rows = [
+        *prune_rows,
         ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
         ("events", len(seqs)),
         ("estimated tokens", f"~{plan.shadowed_tokens}"),
@@ -166,22 +200,35 @@ def dry_run_report(c: Dashr) -> Report:
     if len(plan.regions) > 1:  # the recallable engine: index stubs, then the state
         rows.append(("checkpoints", f"{len(plan.regions) - 1} index stubs and the state"))
     rows += [("kept verbatim", f"{kept} nodes"), ("request tokens now", f"~{measured.total}")]
+    notes = ["nothing was committed"]
+    if items:
+        notes.append("the range is planned on the sizes pruning would leave")
     return Report.of(
-        f"dry run: %compact would condense {len(seqs)} events",
+        f"dry run: %compact would {what + ' and ' if items else ''}condense {len(seqs)} events",
         rows,
-        ("nothing was committed",),
+        notes,
         kind="compact",
     )
 
 
 def compact_report(c: Dashr) -> Report:
-    """``%compact``: run a manual pass and describe it."""
+    """``%compact``: prune oversize outputs, run a manual pass and describe both."""
     result = c.compact("manual")
+    pruned = c.last_prune
+    above = _still_above(c)
+    prune_rows = [] if pruned is None else [("pruned first", _pruned_row(pruned))]
+    if result is None and pruned is not None:
+        return Report.of(
+            f"pruned {_messages(len(pruned.pruned))}; nothing to summarize",
+            [*prune_rows, ("request tokens", f"~{pruned.tokens_before} -> ~{c.measure().total}")],
+            (above,) if above else (),
+            kind="compact",
+        )
     if result is None:
         return Report.of(
             "nothing to compact",
             [("request tokens", f"~{c.measure().total}")],
-            ("the surface already fits the retain budget",),
+            (above or "the surface already fits the retain budget",),
             kind="compact",
         )
     archived = (
@@ -195,13 +242,61 @@ def compact_report(c: Dashr) -> Report:
         if len(made) == 1
         else f"{len(made) - 1} index stubs ({', '.join(made[:-1])}) and state {result.checkpoint}"
     )
+    before = result.tokens_before if pruned is None else pruned.tokens_before
     return Report.of(
         f"compacted {len(result.shadowed_seqs)} events into {into}",
         [
+            *prune_rows,
             ("range", _seq_span(result.shadowed_seqs)),
-            ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),
+            ("request tokens", f"~{before} -> ~{result.tokens_after}"),
             ("archive", f'dashr_compaction_archive["{result.checkpoint}"]: {archived or "empty"}'),
             ("read back", f'history_read("{result.checkpoint}")'),
         ],
+        (above,) if above else (),
         kind="compact",
     )
+
+
+def prune_report(c: Dashr) -> Report:
+    """``%compact --prune-only``: one prune pass (old outputs included) and what it did."""
+    result = c.prune()
+    above = _still_above(c)
+    if result is None:
+        cfg = c.config
+        why = (
+            f"no tool output or assistant text above {cfg.prune_threshold:,} tokens outside "
+            f"the retained tail, and no message above {cfg.oversize_tokens:,} tokens"
+        )
+        return Report.of(
+            "nothing to prune",
+            [("request tokens", f"~{c.measure().total}")],
+            (above or why,),
+            kind="compact",
+        )
+    first = result.pruned[0]
+    read = f"history_read(seq={first.seq})"
+    if first.archive_key is not None:
+        read += f' or dashr_compaction_archive["{first.archive_key}"]'
+    return Report.of(
+        f"pruned {_messages(len(result.pruned))}",
+        [
+            ("pruned", _pruned_row(result)),
+            ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),
+            ("read back", read),
+        ],
+        (above,) if above else (),
+        kind="compact",
+    )
+
+
+def _messages(n: int) -> str:
+    return f"{n} message" if n == 1 else f"{n} messages"
+
+
+def _pruned_row(result: PruneResult) -> str:
+    return f"{pruned_names(result)} (~{result.tokens_before - result.tokens_after:,} saved)"
+
+
+def _still_above(c: Dashr) -> str | None:
+    with c.session.lock:
+        return still_above(c.session, c.measure(), c.config, count_tokens=c.meter.count_text)

@@ -7,9 +7,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import corpus_files
+from helpers import record_steps
 
 from dashr_ext._cli import main
 from dashr_ext._demo import DEMO_TOOLS, demo_facts, demo_messages
@@ -110,7 +112,9 @@ def test_every_command_on_a_corpus_session(
         "4000",
     )
     assert code == 0
-    checkpoint = out.split(":")[0]
+    found = re.search(r"^(c\d+): shadowed", out, flags=re.M)
+    assert found, out
+    checkpoint = found.group(1)
     assert run(capsys, "outline", str(session_file))[0] == 0
     code, page, _ = run(capsys, "read", str(session_file), checkpoint)
     assert code == 0 and page.startswith(f"history_read checkpoint {checkpoint}")
@@ -283,3 +287,260 @@ def test_output_piped_into_head_stops_quietly() -> None:
     assert done.stdout.splitlines()[0].startswith("dashr demo: ")
     assert len(done.stdout.splitlines()) == 2
     assert done.stderr == ""
+
+
+# --------------------------------------------------------------------------- compact: pruning
+
+SMALL_WINDOW = ["--context-window-tokens", "25000", "--retain-tokens", "3000"]  # trigger 20,000
+
+
+def numbered(lines: int, width: int = 60) -> str:
+    return "\n".join(f"{n:06d} " + "x" * width for n in range(1, lines + 1))
+
+
+def call(name: str, arguments: str = "{}") -> dict[str, object]:
+    return {"id": name, "type": "function", "function": {"name": "bash", "arguments": arguments}}
+
+
+def build_session(path: Path, newest: str, *, steps: int = 20) -> Path:
+    """A session of ``steps`` ordinary tool steps, then the ``newest`` case."""
+    from dashr_ext import Dashr
+
+    with Dashr.create(path) as d:
+        if newest != "only a huge output":
+            record_steps(d, steps, chars=1200, user="Fix the failing test.")
+        if newest == "tool output":  # one huge observation: pruning brings it under
+            d.record_openai({"role": "assistant", "content": "cat", "tool_calls": [call("big")]})
+            d.record_openai({"role": "tool", "tool_call_id": "big", "content": numbered(4000)})
+        elif newest == "call arguments":  # a huge file write: pruning keeps tool calls
+            arguments = json.dumps({"path": "fixture.txt", "content": "y " * 40_000})
+            d.record_openai(
+                {
+                    "role": "assistant",
+                    "content": "Writing it.",
+                    "tool_calls": [call("w", arguments)],
+                }
+            )
+        elif newest == "only a huge output":  # no history: nothing a summary could condense
+            d.record_openai({"role": "assistant", "content": "cat", "tool_calls": [call("big")]})
+            d.record_openai({"role": "tool", "tool_call_id": "big", "content": numbered(4000)})
+        elif newest == "old outputs":  # four large outputs outside the retained tail
+            record_steps(d, 4, chars=30_000, first=100)
+            record_steps(d, 10, chars=1600, first=200)
+    return path
+
+
+def measured(path: Path) -> tuple[int, Any]:
+    from dashr_ext import CompactionConfig, Dashr
+
+    config = CompactionConfig(context_window_tokens=25_000, retain_tokens=3_000)
+    d = Dashr.open(path, config=config, read_only=True)
+    return d.measure().total, d
+
+
+def test_compact_prunes_a_huge_newest_output_first_and_reports_both_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = build_session(tmp_path / "s.jsonl", "tool output")
+    before, d = measured(path)
+    seq = next(
+        e.seq
+        for e in d.session.events
+        if e.type == "tool/result" and e.message.tool_call_id == "big"
+    )
+    d.close()
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    code, out, err = run(capsys, "compact", str(path), *SMALL_WINDOW)
+    assert (code, err) == (0, "")
+    pruned, summary = out.splitlines()
+    after_prune = int(re.fullmatch(r".*~([\d,]+) tokens \(.*", pruned).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert pruned == (
+        f"pruned 1 message: p{seq}; ~{before:,} -> ~{after_prune:,} tokens "
+        f"({before - after_prune:,} saved)"
+    )
+    assert after_prune < 20_000 < before
+    _total, d = measured(path)
+    with d:
+        (cp,) = d.checkpoints()
+        shadowed = len(cp.shadowed_seqs)
+        assert f"p{seq}" in d.archive and cp.id in d.archive
+    match = re.fullmatch(
+        rf"{cp.id}: shadowed {shadowed} events; ~{after_prune} -> ~(\d+) tokens", summary
+    )
+    assert match and int(match.group(1)) < after_prune
+    # --prune-only on the same session prunes the same output to the same size.
+    code, out, err = run(capsys, "compact", str(copy), *SMALL_WINDOW, "--prune-only")
+    assert (code, out, err) == (0, pruned + "\n", "")
+
+
+def test_compact_says_when_pruning_left_nothing_to_summarize(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = build_session(tmp_path / "s.jsonl", "only a huge output")
+    before, d = measured(path)
+    d.close()
+    code, out, err = run(capsys, "compact", str(path), *SMALL_WINDOW)
+    after, d = measured(path)
+    with d:
+        assert d.checkpoints() == []
+        (key,) = d.archive
+    assert (code, err) == (0, "")
+    assert out == (
+        f"pruned 1 message: {key}; ~{before:,} -> ~{after:,} tokens ({before - after:,} saved)\n"
+        f"nothing to summarize (~{after:,} tokens on the surface)\n"
+    )
+
+
+def test_compact_says_on_stderr_why_the_request_is_still_above_and_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = build_session(tmp_path / "s.jsonl", "call arguments")
+    code, out, err = run(capsys, "compact", str(path), *SMALL_WINDOW)
+    assert code == 3
+    assert re.fullmatch(r"c\d+: shadowed \d+ events; ~\d+ -> ~\d+ tokens\n", out)
+    total, d = measured(path)
+    with d:
+        last = d.session.units()[-1]
+        nodes = d.measure().nodes[last.start : last.end]
+        seqs = [s for s, _t in nodes]
+        call_seq = next(
+            e.seq for e in d.session.surface_events() if e.message.text == "Writing it."
+        )
+        call_tokens = dict(nodes)[call_seq]
+        arguments = len(d.session.event(call_seq).message.tool_calls[0].arguments)
+    assert total > 25_000
+    assert err == (
+        f"dashr compact: the request is still above the trigger: ~{total:,} tokens, "
+        f"{total / 20_000:.1f}× the trigger (20,000) and {total / 25_000:.1f}× the context "
+        f"window (25,000); the newest unit alone (seqs {min(seqs)}-{max(seqs)}, {len(seqs)} "
+        f"messages) is ~{sum(t for _s, t in nodes):,} tokens; its largest, the assistant message "
+        f"at seq {call_seq}, is ~{call_tokens:,} tokens and cannot shrink: pruning keeps its tool "
+        f"calls ({arguments:,} chars of arguments) and its text is only 11 chars\n"
+    )
+    # Nothing more to do: still exit 3, still the reason.
+    code, out, again = run(capsys, "compact", str(path), *SMALL_WINDOW, "--prune-only")
+    assert (code, out) == (3, f"nothing to prune (~{total:,} tokens on the surface)\n")
+    assert again == err
+
+
+def test_prune_only_prunes_old_outputs_and_runs_no_summary_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = build_session(tmp_path / "s.jsonl", "old outputs", steps=6)
+    before, d = measured(path)
+    with d:
+        big = [
+            e.seq
+            for e in d.session.events
+            if e.type == "tool/result" and len(e.message.text) == 30_000
+        ]
+    assert len(big) == 4
+    code, out, err = run(capsys, "compact", str(path), *SMALL_WINDOW, "--prune-only")
+    after, d = measured(path)
+    with d:
+        assert d.checkpoints() == []
+        assert sorted(k for k in d.archive) == [f"p{s}" for s in big]
+    keys = ", ".join(f"p{s}" for s in big)
+    assert (code, err) == (0, "")
+    saved = before - after
+    assert out == f"pruned 4 messages: {keys}; ~{before:,} -> ~{after:,} tokens ({saved:,} saved)\n"
+    assert run(capsys, "compact", str(path), *SMALL_WINDOW, "--prune-only") == (
+        0,
+        f"nothing to prune (~{after:,} tokens on the surface)\n",
+        "",
+    )
+
+
+def test_a_failed_summary_pass_still_reports_the_prune_pass_committed_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashr_ext._summarizers.extractive.summarizer import ExtractiveSummarizer
+
+    def down(self: object, request: object) -> object:
+        raise ConnectionError("summarizer unreachable")
+
+    monkeypatch.setattr(ExtractiveSummarizer, "summarize", down)
+    path = build_session(tmp_path / "s.jsonl", "tool output")
+    code, out, err = run(capsys, "compact", str(path), *SMALL_WINDOW)
+    assert code == 1
+    assert re.fullmatch(
+        r"pruned 1 message: p\d+; ~[\d,]+ -> ~[\d,]+ tokens \([\d,]+ saved\)\n", out
+    )
+    assert re.fullmatch(
+        r"dashr compact: compaction pass p\d+ failed: ConnectionError: summarizer unreachable\n",
+        err,
+    )
+    _total, d = measured(path)
+    with d:
+        assert [k for k in d.archive if k.startswith("p")] == [
+            out.split(":")[1].split(";")[0].strip()
+        ]
+        assert d.checkpoints() == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["compact", "f.jsonl", "--prune-only=yes"],
+            "dashr compact: error: argument --prune-only: ignored explicit argument 'yes'",
+        ),
+        (
+            ["inspect", "f.jsonl", "--prune-only"],
+            "dashr: error: unrecognized arguments: --prune-only",
+        ),
+        (
+            ["compact", "--prune-only"],
+            "dashr compact: error: the following arguments are required: file",
+        ),
+    ],
+)
+def test_bad_prune_flags_are_a_one_line_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    _out, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert err == f"{message} (see --help)\n"
+
+
+def test_compact_help_documents_prune_only_and_exit_status_3() -> None:
+    helped = subprocess.run(
+        [sys.executable, "-m", "dashr_ext._cli", "compact", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    text = " ".join(helped.stdout.split())
+    assert helped.returncode == 0
+    assert "--prune-only only prune" in text
+    assert "3 done (the passes are committed) but the request is still above the trigger" in text
+
+
+@pytest.mark.parametrize("newest", ["tool output", "call arguments"])
+def test_compact_piped_into_head_stays_quiet_and_keeps_its_status(
+    tmp_path: Path, newest: str
+) -> None:
+    path = build_session(tmp_path / "s.jsonl", newest)
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"'{sys.executable}' -m dashr_ext._cli compact '{path}' "
+            f"{' '.join(SMALL_WINDOW)} | head -n 1; exit ${{PIPESTATUS[0]}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert len(done.stdout.splitlines()) == 1
+    if newest == "tool output":
+        assert done.stdout.startswith("pruned 1 message: p")
+        assert (done.returncode, done.stderr) == (0, "")
+    else:
+        assert re.match(r"c\d+: shadowed", done.stdout)
+        assert done.returncode == 3
+        assert done.stderr.startswith("dashr compact: the request is still above the trigger: ")
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import record_steps
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 import dashr_ext
 from dashr_ext import CompactionConfig, RecallConfig
+from dashr_ext._compaction.report import still_above
 from dashr_ext._controller import Dashr as Controller
 from dashr_ext._demo import demo_facts, demo_messages
 from dashr_ext._display import Report
@@ -545,6 +547,136 @@ def test_compact_with_nothing_to_compact_says_so(ip: InteractiveShell) -> None:
     assert run(ip, "%compact --dry-run").title == "dry run: nothing to compact"
 
 
+def pruning_shell(ip: InteractiveShell) -> Controller:
+    """A loaded shell with a 20,000-token trigger that compacts only when asked."""
+    run(ip, "%load_ext dashr_ext")
+    run(ip, "%config Dashr.auto = False")
+    run(ip, "%config Dashr.retain_tokens = 3000")
+    run(ip, "%config Dashr.recency_window_tokens = 20000")
+    return controller(ip)
+
+
+def numbered(lines: int, width: int = 60) -> str:
+    return "\n".join(f"{n:06d} " + "x" * width for n in range(1, lines + 1))
+
+
+def huge_output(d: Controller) -> int:
+    """One huge newest tool output; its seq."""
+    call = {"id": "big", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    d.record_openai({"role": "assistant", "content": "cat", "tool_calls": [call]})
+    d.record_openai({"role": "tool", "tool_call_id": "big", "content": numbered(4000)})
+    return len(d.session) - 1
+
+
+def test_compact_dry_run_says_what_the_prune_step_would_prune_and_the_range_after_it(
+    ip: InteractiveShell,
+) -> None:
+    d = pruning_shell(ip)
+    record_steps(d, 20, chars=1200, user="Fix the failing test.")
+    seq = huge_output(d)
+    (item,) = d.engine.plan_prune(d.measure(), old=False)
+    assert d.session.path is not None
+    size = d.session.path.stat().st_size
+    report = run(ip, "%compact --dry-run")
+    events = int(dict(report.rows)["events"])
+    assert report.title == f"dry run: %compact would prune 1 message and condense {events} events"
+    saved = item.tokens_before - item.tokens_after
+    assert dict(report.rows)["prune first"] == f"1 message: seq {seq} (~{saved:,} saved)"
+    assert report.notes == (
+        "nothing was committed",
+        "the range is planned on the sizes pruning would leave",
+    )
+    assert d.session.path.stat().st_size == size and d.last_prune is None
+    assert f'<td style="text-align:left">1 message: seq {seq} (~{saved:,} saved)</td>' in (
+        report._repr_html_()
+    )
+    run(ip, "%compact")  # the pass condenses the range the preview showed
+    (cp,) = d.checkpoints()
+    assert len(cp.shadowed_seqs) == events
+    span = f"seqs {min(cp.shadowed_seqs)}-{max(cp.shadowed_seqs)}"
+    assert dict(report.rows)["range"] == f"{span} (surface positions 0-{events - 1})"
+
+
+def test_compact_reports_the_prune_pass_before_the_checkpoint(ip: InteractiveShell) -> None:
+    d = pruning_shell(ip)
+    record_steps(d, 20, chars=1200, user="Fix the failing test.")
+    seq = huge_output(d)
+    before = d.measure().total
+    report = run(ip, "%compact")
+    pruned = d.last_prune
+    (cp,) = d.checkpoints()
+    assert pruned is not None and [n.seq for n in pruned.pruned] == [seq]
+    saved = pruned.tokens_before - pruned.tokens_after
+    rows = dict(report.rows)
+    assert report.title.startswith("compacted ") and report.title.endswith(f"checkpoint {cp.id}")
+    assert rows["pruned first"] == f"1 message: p{seq} (~{saved:,} saved)"
+    assert rows["request tokens"].startswith(f"~{before} -> ~")
+    assert report.notes == ()  # under the trigger: nothing to warn about
+    assert report.text.splitlines()[1] == f"pruned first    1 message: p{seq} (~{saved:,} saved)"
+
+
+def test_compact_says_when_pruning_left_nothing_to_summarize(ip: InteractiveShell) -> None:
+    d = pruning_shell(ip)
+    seq = huge_output(d)  # the whole session is one step: nothing a summary could condense
+    before = d.measure().total
+    report = run(ip, "%compact")
+    after = d.measure().total
+    assert d.checkpoints() == [] and d.last_prune is not None
+    assert report.title == "pruned 1 message; nothing to summarize"
+    assert report.rows == (
+        ("pruned first", f"1 message: p{seq} (~{before - after:,} saved)"),
+        ("request tokens", f"~{before} -> ~{after}"),
+    )
+    assert report.notes == ()
+
+
+def test_compact_notes_why_the_request_is_still_above_the_trigger(ip: InteractiveShell) -> None:
+    d = pruning_shell(ip)
+    record_steps(d, 20, chars=1200, user="Write the fixture.")
+    arguments = json.dumps({"path": "fixture.txt", "content": "y " * 40_000})
+    call = {"id": "w", "type": "function", "function": {"name": "write", "arguments": arguments}}
+    d.record_openai({"role": "assistant", "content": "Writing it.", "tool_calls": [call]})
+    report = run(ip, "%compact")
+    assert len(d.checkpoints()) == 1 and d.last_prune is None
+    expected = still_above(d.session, d.measure(), d.config, count_tokens=d.meter.count_text)
+    assert expected is not None and "its text is only 11 chars" in expected
+    assert report.notes == (expected,)
+    assert report.text.splitlines()[-1] == f"note: {expected}"
+    assert "the newest unit alone, the assistant message at seq " in expected
+    assert f"<p><em>note:</em> {expected}</p>" in report._repr_html_()
+    again = run(ip, "%compact --prune-only")  # nothing prunable: the same reason instead
+    assert (again.title, again.notes) == ("nothing to prune", (expected,))
+
+
+def test_compact_prune_only_prunes_old_outputs_and_condenses_nothing(
+    ip: InteractiveShell,
+) -> None:
+    d = pruning_shell(ip)
+    record_steps(d, 6, chars=1200, user="Read the modules.")
+    record_steps(d, 4, chars=30_000, first=100)
+    record_steps(d, 10, chars=1600, first=200)
+    big = [
+        e.seq for e in d.session.events if e.type == "tool/result" and len(e.message.text) == 30_000
+    ]
+    before = d.measure().total
+    report = run(ip, "%compact --prune-only")
+    after = d.measure().total
+    keys = ", ".join(f"p{s}" for s in big)
+    assert report.title == "pruned 4 messages"
+    assert report.rows == (
+        ("pruned", f"4 messages: {keys} (~{before - after:,} saved)"),
+        ("request tokens", f"~{before} -> ~{after}"),
+        ("read back", f'history_read(seq={big[0]}) or dashr_compaction_archive["p{big[0]}"]'),
+    )
+    assert d.checkpoints() == [] and report.notes == ()
+    again = run(ip, "%compact --prune-only")
+    assert again.title == "nothing to prune"
+    assert again.notes == (
+        "no tool output or assistant text above 2,500 tokens outside the retained tail, and "
+        "no message above 5,000 tokens",
+    )
+
+
 # --------------------------------------------------------------------------- recall magics
 
 
@@ -600,6 +732,11 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
         ("%dashr snapshot", "usage: %dashr snapshot save PATH | %dashr snapshot load PATH"),
         ("%dashr snapshot load /nonexistent.pkl", "no such snapshot file: /nonexistent.pkl"),
         ("%compact --bogus", "unrecognized arguments: --bogus"),
+        (
+            "%compact --dry-run --prune-only",
+            "%compact: give --dry-run or --prune-only, not both (--dry-run previews %compact, "
+            "its prune step included)",
+        ),
         ("%history_outline extra", "unrecognized arguments: extra"),
         ("%history_read", "history_read: give exactly one of checkpoint, seq or cursor"),
         ("%history_read c1 --seq 2", "history_read: give exactly one of checkpoint, seq or cursor"),

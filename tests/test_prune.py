@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -464,3 +465,18 @@ def test_progress_reports_each_phase_of_a_prune_and_a_summary_pass(
     d.engine.progress = broken  # a failing display never breaks the pass
     record_steps(d, 20, chars=1_600, first=40)
     assert d.compact() is not None
+
+
+def test_the_outline_names_the_pruned_originals(tmp_path: Path, clock: Any) -> None:
+    d = make(tmp_path, clock, prune_tool_output_tokens=500)
+    record_steps(d, 3, chars=5_000, user="go")
+    record_steps(d, 10, chars=1_600, first=10)
+    assert "pruned output" not in str(d.history_outline())
+    result = d.prune()
+    assert result is not None
+    keys = ", ".join(n.archive_key or "" for n in result.pruned)
+    outline = d.history_outline()
+    first = result.pruned[0].seq
+    line = f"pruned outputs: 3 ({keys}); read one whole: history_read(seq={first})"
+    assert line in str(outline).splitlines()
+    assert html.escape(line) in (outline._repr_html_() or "")

@@ -47,7 +47,7 @@ from ..errors import (
 from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
 from .compose import MIN_SUMMARY_BODY, checkpoint_overhead, compose_pass
 from .plan import PassPlan, check_explicit_range, plan_pass
-from .prune import PruneResult
+from .prune import PruneItem, PruneResult
 from .pruning import Pruner
 from .selection import head_cut_for_overflow, head_cut_for_retain
 from .summarize import summarize
@@ -448,6 +448,16 @@ class CompactionEngine:
             self.last_prune = self._pruner.run(self.measure(extra), extra, old=True, span=span)
         self._add_pointers()
         return self.last_prune
+
+    def plan_prune(self, measurement: Measurement, *, old: bool) -> list[PruneItem]:
+        """What a prune pass over ``measurement`` would prune; commits nothing.
+
+        ``old=False`` is the pass :meth:`compact` runs first, ``True`` the one :meth:`prune`
+        runs. ``measurement`` must describe the current surface.
+        """
+        with self.session.lock:
+            self._check_measured(measurement)
+            return self._pruner.items(measurement, old=old)
 
     def handle_overflow(self, extra: ExtraEnvelope = ExtraEnvelope()) -> bool:
         """Forced reduction after a provider's context-length error.

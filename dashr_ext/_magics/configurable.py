@@ -20,7 +20,7 @@ from .._bridge.comm import CommBridge
 from .._bridge.protocol import MAX_REQUEST_BYTES
 from .._config import ENGINES, CompactionConfig, RecallConfig
 from .._controller import Dashr as DashrController
-from .._display import Report, compact_report, dry_run_report
+from .._display import Report, compact_report, dry_run_report, prune_report
 from .._recall import RecallResult
 from .._summarizers.base import Summarizer
 from .._summarizers.factory import SUMMARIZER_KINDS
@@ -422,24 +422,41 @@ class Dashr(Magics):
     @argument(
         "--dry-run",
         action="store_true",
-        help="show the range a pass would compact (seqs, events, tokens) and commit nothing",
+        help="show what a pass would prune and compact (seqs, events, tokens); commit nothing",
+    )
+    @argument(
+        "--prune-only",
+        action="store_true",
+        help="only prune (old outputs included); no summary pass, no model call",
     )
     def compact(self, line: str) -> Report:
         """Compact the session now (a manual pass), or preview it with --dry-run.
 
-        The pass keeps the newest history that fits the retain budget and condenses
-        everything before it into one checkpoint; the originals stay readable with
-        history_read and dashr_compaction_archive.
+        Oversize outputs are pruned first (head and tail kept, the original archived as
+        p<seq>); then the pass keeps the newest history that fits the retain budget and
+        condenses everything before it into one checkpoint. The originals stay readable
+        with history_read and dashr_compaction_archive. --prune-only runs one prune pass
+        instead: every tool output and assistant text above the pruning threshold outside
+        the retained tail, and any oversize message. When the request is still above the
+        trigger afterwards, a note says by how much and why.
 
         Examples::
 
           %compact --dry-run
           %compact
+          %compact --prune-only
         """
         args = parse(self.compact, line)
+        if args.dry_run and args.prune_only:
+            raise UsageError(
+                "%compact: give --dry-run or --prune-only, not both (--dry-run previews "
+                "%compact, its prune step included)"
+            )
         with one_line_errors():
             if args.dry_run:
                 return dry_run_report(self.controller)
+            if args.prune_only:
+                return prune_report(self.controller)
             return compact_report(self.controller)
 
     # ------------------------------------------------------------------ recall

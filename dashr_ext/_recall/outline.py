@@ -6,6 +6,7 @@ Line shapes (stable; agents and tests parse them)::
     checkpoints (oldest first):
     c8 | summary seq 8 | 4 events, seqs 2-7 | ~48 tokens | 2026-07-06 12:03Z | superseded by c14 | …
     c14 | summary seq 14 | 3 events, seqs 9-13 | ~91 tokens | 2026-07-06 12:20Z | current | …
+    pruned outputs: 2 (p5, p17); read one whole: history_read(seq=5)
     turns:
     turn 1 | seqs 1-7 | 4 events | shadowed | Fix the failing retry tests in retry.test.ts.
     … 2 turns not shown (turns 2-3, seqs 10-27); read them with history_read(seq=10)
@@ -119,11 +120,13 @@ def render_outline(
     turns: Sequence[Turn],
     row_of: Callable[[Turn], tuple[str, ...]],
     max_chars: int,
+    pruned: Sequence[str] = (),
 ) -> RecallResult:
     """The outline within ``max_chars``: header, every checkpoint, then the turns that fit.
 
     ``spans`` maps a checkpoint id to its shadowed seq range; ``row_of`` gives a turn's cells
-    (see :func:`turn_row`) and is called only for the turns tried.
+    (see :func:`turn_row`) and is called only for the turns tried. ``pruned`` are the keys
+    (``p<seq>``) of pruned originals, oldest first: one line names them (SPEC §6.5).
     """
     last_seq = event_count - 1
     cps = checkpoints
@@ -139,6 +142,9 @@ def render_outline(
         head.extend(" | ".join(row) for row in cp_rows)
     else:
         head.append("checkpoints: none yet (nothing has been compacted)")
+    pruned_line = _pruned_line(pruned)
+    if pruned_line:
+        head.append(pruned_line)
     head.append("turns:")
     example = f'history_read(checkpoint="{cps[-1].id}"), ' if cps else ""
     hints = (
@@ -188,7 +194,21 @@ def render_outline(
             if len(shorter) <= max_chars:
                 text, turn_rows, hint = shorter, shorter_rows, hints[h]
                 break
-    return RecallResult(text, "outline", _outline_html(header, cp_rows, turn_rows, hint))
+    return RecallResult(
+        text, "outline", _outline_html(header, cp_rows, turn_rows, hint, pruned_line)
+    )
+
+
+def _pruned_line(keys: Sequence[str]) -> str | None:
+    """``pruned outputs: 3 (p18, p68, p92); read one whole: history_read(seq=18)`` (12 keys at
+    most: ``pN`` is the original at seq N)."""
+    if not keys:
+        return None
+    shown = (
+        ", ".join(keys) if len(keys) <= 12 else f"{', '.join(keys[:6])}, …, {', '.join(keys[-6:])}"
+    )
+    noun = "output" if len(keys) == 1 else "outputs"
+    return f"pruned {noun}: {len(keys)} ({shown}); read one whole: history_read(seq={keys[0][1:]})"
 
 
 def _outline_html(
@@ -196,6 +216,7 @@ def _outline_html(
     cp_rows: Sequence[tuple[str, ...]],
     turn_rows: Sequence[tuple[str, ...] | str],
     hint: str | None,
+    pruned_line: str | None = None,
 ) -> str:
     esc = html.escape
     out = [f'<div class="dashr-recall dashr-outline"><p>{esc(header)}</p>']
@@ -208,6 +229,8 @@ def _outline_html(
         out.append("</tbody></table>")
     else:
         out.append("<p>checkpoints: none yet (nothing has been compacted)</p>")
+    if pruned_line:
+        out.append(f"<p>{esc(pruned_line)}</p>")
     out.append(
         "<table><thead><tr><th>turn</th><th>seqs</th><th>events</th><th>state</th>"
         "<th>first user message</th></tr></thead><tbody>"

@@ -146,6 +146,7 @@ class Recall:
             turns=self.session.turns,
             row_of=self._turn_row,
             max_chars=self.config.outline_max_chars,
+            pruned=list(self._pruned),
         )
 
     def _turn_row(self, turn: Turn) -> tuple[str, ...]:
