@@ -279,7 +279,9 @@ class KernelSession:
     ) -> list[Event]:
         """Append OpenAI chat message(s); returns the new events (markers included)."""
         messages: Any = dict(message) if isinstance(message, Mapping) else list(message)
-        return events_from_json(self._call("record", {"messages": messages, "echo": True})["recorded"])
+        return events_from_json(
+            self._call("record", {"messages": messages, "echo": True})["recorded"]
+        )
 
     def request_messages(self) -> list[dict[str, Any]]:
         """Run the pressure check in the kernel (may compact), then the request's messages.
@@ -442,8 +444,8 @@ class KernelSession:
         is_error: bool = False,
     ) -> Event:
         """Append the result of a waiting tool call (as ``Session.append_tool_result``)."""
-        args = {"toolCallId": tool_call_id, "text": content, "toolName": tool_name}
-        args["isError"] = is_error
+        args: dict[str, Any] = {"toolCallId": tool_call_id, "text": content}
+        args.update(toolName=tool_name, isError=is_error)
         return Event.from_json(self._call("tool_result", args)["event"])
 
     def tool_call_seq(self, tool_call_id: str) -> int | None:

@@ -22,9 +22,9 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── RecallError (ValueError)            a history_* call has bad arguments
     ├── AgentError                          the agent loop was misused (a turn already runs)
     └── BridgeError                         talking to a kernel over the dashr comm failed
-        ├── ProtocolError                   the kernel refused a malformed request (bad op, version, size)
+        ├── ProtocolError                   the kernel refused a malformed request (op, size, …)
         ├── InternalError                   the kernel side failed unexpectedly (type and text only)
-        ├── BridgeTimeoutError (TimeoutError) no reply within the timeout
+        ├── BridgeTimeoutError              no reply within the timeout (also a TimeoutError)
         └── KernelDiedError                 the kernel process died or stopped answering
 
 Warnings (the operation went on; see the ``warnings`` module to filter them)::

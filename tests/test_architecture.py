@@ -39,6 +39,8 @@ ABOVE_COMPACTION = (
     "dashr_ext._recall",
     "dashr_ext.agent",
     "dashr_ext._agent_host",
+    "dashr_ext.bridge",
+    "dashr_ext._bridge",
     "dashr_ext._magics",
     "dashr_ext._cli",
     "dashr_ext._controller",
@@ -50,7 +52,13 @@ ABOVE_COMPACTION = (
 )
 # The IPython shell adapter and the agent's cell runner are the only modules touching IPython.
 IPYTHON_SHELL = ("dashr_ext._magics", "dashr_ext._cells")
-PUBLIC_MODULES = {"dashr_ext", "dashr_ext.errors", "dashr_ext.testing", "dashr_ext.agent"}
+PUBLIC_MODULES = {
+    "dashr_ext",
+    "dashr_ext.errors",
+    "dashr_ext.testing",
+    "dashr_ext.agent",
+    "dashr_ext.bridge",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -161,7 +169,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dashr_ext",
             "dashr_ext.agent",
             "dashr_ext._agent_host",
+            "dashr_ext.bridge",
             "dashr_ext.testing",
+            "dashr_ext._bridge",
             "dashr_ext._cells",
             "dashr_ext._magics",
             "dashr_ext._display",

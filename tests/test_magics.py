@@ -258,6 +258,7 @@ def test_every_config_field_is_a_trait_with_help() -> None:
     names = [f.name for f in fields(CompactionConfig)] + [f.name for f in fields(RecallConfig)]
     names += ["summarizer", "llm_base_url", "llm_model", "session_dir", "session_path"]
     names += ["agent_base_url", "agent_model", "agent_max_steps", "agent_tool_output_max_chars"]
+    names += ["bridge_max_request_bytes"]
     assert sorted(traits) == sorted(names)
     for name, trait in traits.items():
         assert trait.help, name

@@ -11,4 +11,12 @@ from __future__ import annotations
 from .ops import OPS, ControllerHost, Host
 from .protocol import COMM_TARGET, MAX_REQUEST_BYTES, PROTOCOL_VERSION, handle
 
-__all__ = ["COMM_TARGET", "MAX_REQUEST_BYTES", "OPS", "PROTOCOL_VERSION", "ControllerHost", "Host", "handle"]
+__all__ = [
+    "COMM_TARGET",
+    "MAX_REQUEST_BYTES",
+    "OPS",
+    "PROTOCOL_VERSION",
+    "ControllerHost",
+    "Host",
+    "handle",
+]

@@ -9,6 +9,7 @@ kernel's main thread, like cells, so operations from several comms never overlap
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -55,17 +56,18 @@ class CommBridge:
         if manager.targets.get(COMM_TARGET) == self._open:
             manager.unregister_target(COMM_TARGET, self._open)
         for opened in list(self.comms.values()):
-            try:
+            with contextlib.suppress(Exception):  # the frontend closed it meanwhile
                 opened.close()
-            except Exception:  # a comm the frontend closed meanwhile: nothing left to do
-                pass
         self.comms.clear()
 
     def _open(self, opened: BaseComm, msg: dict[str, Any]) -> None:
         self.comms[opened.comm_id] = opened
         opened.on_msg(lambda message: self._message(opened, message))
-        opened.on_close(lambda message: self.comms.pop(opened.comm_id, None))
+        opened.on_close(lambda message: self._forget(opened))
         opened.send(hello(self.max_request_bytes()))
+
+    def _forget(self, opened: BaseComm) -> None:
+        self.comms.pop(opened.comm_id, None)
 
     def _message(self, opened: BaseComm, msg: dict[str, Any]) -> None:
         content = msg.get("content")

@@ -200,7 +200,9 @@ class KernelLink:
                 "stop_on_error": False,
             },
         )
-        stdout, stderr, results = [], [], []
+        stdout: list[str] = []
+        stderr: list[str] = []
+        results: list[str] = []
         error: str | None = None
         interrupted = False
         deadline = time.monotonic() + timeout

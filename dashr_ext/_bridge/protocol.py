@@ -168,7 +168,9 @@ def check_request(
         )
     op = request.get("op")
     if isinstance(op, str) and op not in OPS:
-        raise ProtocolError(f"op: unknown operation {op!r}; the operations are: {', '.join(sorted(OPS))}")
+        raise ProtocolError(
+            f"op: unknown operation {op!r}; the operations are: {', '.join(sorted(OPS))}"
+        )
     _validate("request", request, [])
     args = request.get("args", {})
     assert isinstance(op, str) and isinstance(args, dict)
@@ -250,4 +252,3 @@ def _run(host: Host, op: str, args: dict[str, Any], progress: Progress | None) -
         return OPS[op](host, args)
     finally:
         engine.progress = previous
-

@@ -51,7 +51,7 @@ class TraitsHost:
             if value is None and trait.allow_none:
                 continue
             try:
-                trait.validate(m, value)
+                trait.validate(m, value)  # type: ignore[attr-defined]
             except TraitError:
                 raise ConfigError(name, trait.info(), value) from None
         # The groups, as %config checks one change, but with every change at once.
@@ -66,7 +66,9 @@ class TraitsHost:
                 for name, value in settings.items():
                     setattr(m, name, value)
         except TraitError as exc:
-            raise ConfigError("settings", "values %config Dashr accepts together", str(exc)) from None
+            raise ConfigError(
+                "settings", "values %config Dashr accepts together", str(exc)
+            ) from None
         return self.settings()
 
 
@@ -80,6 +82,7 @@ def attach_session(shell: InteractiveShell, path: str) -> str:
     magics = shell.magics_manager.registry.get("Dashr")
     if magics is None:
         shell.config.Dashr.session_path = path  # read by the extension when it loads
+        assert shell.extension_manager is not None
         shell.extension_manager.load_extension("dashr_ext")
         magics = shell.magics_manager.registry["Dashr"]
     target = Path(path).expanduser()

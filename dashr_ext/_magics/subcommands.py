@@ -49,6 +49,7 @@ def config(host: Host) -> Report:
     rows += [(name, repr(getattr(c.recall_config, name))) for name in RECALL_TRAITS]
     rows += [(name, repr(getattr(host, name))) for name in SUMMARIZER_TRAITS]
     rows += [(name, repr(getattr(host, name))) for name in AGENT_TRAITS]
+    rows += [(name, repr(getattr(host, name))) for name in ("bridge_max_request_bytes",)]
     rows += [(name, repr(getattr(host, name))) for name in ("session_dir", "session_path")]
     return Report.of(
         "dashr configuration — change with %config Dashr.NAME = VALUE",
