@@ -9,6 +9,7 @@ command line. The model is the scripted OpenAI-compatible server on loopback.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import os
 import subprocess
@@ -40,6 +41,7 @@ from dashr_ext.testing import (
     read_archive,
 )
 
+GOLDEN = Path(__file__).resolve().parent / "golden"
 WINDOW = {"recency_window_tokens": 2500, "retain_tokens": 600}
 
 
@@ -290,6 +292,31 @@ def test_any_agent_host_runs_the_loop_and_writes_the_log_a_dashr_does(tmp_path: 
                     assert host.used >= {"record_openai", "append_tool_result", "run_cell"}
             logs.append(path.read_bytes().split(b"\n"))
     assert logs[0] == logs[1]
+
+
+def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None:
+    """Agent(Dashr) reaches its session only through DashrHost, and writes what it wrote
+    before: tests/golden/agent.jsonl (two turns: compactions, an error cell, an overflow
+    retry, recall, a bad call, an unknown tool, the archive read back)."""
+    spec = importlib.util.spec_from_file_location(
+        "build_agent_golden", GOLDEN / "build_agent_golden.py"
+    )
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    log, steps = builder.run(tmp_path)
+    assert steps[5:10] == [
+        "step 6: run_cell · ~2170 tokens · compacted → c31",
+        "step 7: run_cell · ~2170 tokens · compacted → c41",
+        "step 8: run_cell · ~2170 tokens · compacted → c51",
+        "step 9: run_cell (error) · ~2166 tokens · compacted → c61",
+        "step 10: answer · ~2229 tokens",
+    ]
+    assert steps[10] == (
+        "step 1: history_search · ~1288 tokens · context overflow → retried once · compacted → c78"
+    )
+    expected = (GOLDEN / "agent.jsonl").read_bytes()
+    assert log.split(b"\n") == expected.split(b"\n")
 
 
 # --------------------------------------------------------------------------- dashr agent
