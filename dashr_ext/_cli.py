@@ -17,11 +17,14 @@ above the trigger; one line on stderr says by how much and why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -418,7 +421,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
             limit = {} if args.max_steps is None else {"max_steps": args.max_steps}
             with Agent(ks, client=client, on_event=_step_line, **limit) as agent:
                 try:
-                    reply = agent.run_turn(args.task)
+                    with _interrupting(ks):
+                        reply = agent.run_turn(args.task)
                 except KeyboardInterrupt:
                     print("dashr agent: interrupted; the turn ended 'interrupted'", file=sys.stderr)
                     return 130
@@ -430,6 +434,31 @@ def _cmd_agent(args: argparse.Namespace) -> int:
             )
     _print_out([reply])
     return 0
+
+
+@contextlib.contextmanager
+def _interrupting(ks: Any) -> Iterator[None]:
+    """Ctrl-C interrupts the kernel too: the cell the model asked for stops, so the agent can
+    record the turn as interrupted at once (a signal when this process runs the kernel, else
+    an ``interrupt_request`` on the control channel)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):  # a kernel already gone: nothing to stop
+            if ks.manager is not None:
+                ks.manager.interrupt_kernel()
+            else:
+                client = ks.client
+                client.control_channel.send(client.session.msg("interrupt_request", {}))
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _step_line(step: Any) -> None:

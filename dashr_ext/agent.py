@@ -494,7 +494,7 @@ class Agent:
         if not isinstance(raw, list):
             return ()
         host = self.host
-        length = len(host)
+        length: int | None = None  # over a remote host, len() is a round trip: only if needed
         used: set[str] = set()
         calls: list[_Call] = []
         for i, item in enumerate(raw):
@@ -506,6 +506,7 @@ class Agent:
             arguments, problem = _call_arguments(function.get("arguments"))
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
+                length = len(host) if length is None else length
                 call_id = f"call_{length}_{i}"
             base, n = call_id, 1
             while call_id in used or host.tool_call_seq(call_id) is not None:

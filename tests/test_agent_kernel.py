@@ -12,8 +12,10 @@ import functools
 import importlib.util
 import itertools
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -414,6 +416,65 @@ def test_dashr_agent_kernel_runs_a_turn_in_a_running_kernel_and_leaves_it_runnin
     assert kernel.run_cell("print(total)").text == "42\n"  # the cell ran in this kernel
     assert kernel.state()["openTurn"] is None
     assert kernel.extra_tools == []  # the agent withdrew its run_cell schema
+
+
+def interrupted_cli_turn(where: list[str], home: Path, server: ScriptedServer) -> None:
+    """Run ``dashr agent`` on a cell that sleeps; Ctrl-C it once the cell runs."""
+    started = home / "cell-started"
+    server.script(
+        call_run_cell(f"import time\nopen({str(started)!r}, 'w').close()\ntime.sleep(600)")
+    )
+    argv = ["agent", *where, "--timeout", "30", "Wait."]
+    argv += ["--base-url", server.base_url, "--model", "scripted-model"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dashr_ext._cli", *argv],
+        env=cli_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not started.exists():  # the cell is running in the kernel
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert out == ""
+    assert own_lines(err)[-1] == "dashr agent: interrupted; the turn ended 'interrupted'"
+
+
+def assert_interrupted(d: Dashr) -> None:
+    (turn,) = d.session.turns
+    assert turn.reason == "interrupted"
+    (result,) = tool_results(d)
+    assert result.message.is_error
+    assert result.message.text.startswith("[interrupted: KeyboardInterrupt ended the turn")
+    assert d.session.pending_tool_calls() == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_cell_in_a_started_kernel_and_the_turn_is_recorded_interrupted(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    session = tmp_path / "cli.jsonl"
+    interrupted_cli_turn(["--start", "--session", str(session)], tmp_path, server)
+    with Dashr.open(session) as d:  # the kernel is gone: its writer lock with it
+        assert_interrupted(d)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_cell_in_a_connected_kernel_which_keeps_running(
+    kernel: KernelSession, tmp_path: Path, server: ScriptedServer
+) -> None:
+    assert kernel.manager is not None
+    interrupted_cli_turn(["--kernel", kernel.manager.connection_file], tmp_path, server)
+    assert kernel.manager.is_alive()
+    assert kernel.run_cell("print('still here')").text == "still here\n"
+    with kernel_log(kernel) as d:
+        assert_interrupted(d)
 
 
 def test_dashr_agent_usage_and_input_errors_come_before_any_kernel(
