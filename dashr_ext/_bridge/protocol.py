@@ -144,16 +144,15 @@ def check_request(
             f"the request nests more than {MAX_JSON_DEPTH + _ENVELOPE_DEPTH} levels deep "
             f"(a message may nest at most {MAX_JSON_DEPTH})"
         )
-    size = len(
-        json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode(
-            "utf-8", "surrogatepass"
-        )
-    )
+    text = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+    try:
+        size, surrogate = len(text.encode("utf-8")), None
+    except UnicodeEncodeError:  # only then is the walk to name the string worth it
+        size, surrogate = len(text.encode("utf-8", "surrogatepass")), _first_surrogate(request)
     if size > max_request_bytes:
         raise ProtocolError(
             f"the request is {size} bytes of JSON; at most {max_request_bytes} are accepted"
         )
-    surrogate = _first_surrogate(request)
     if surrogate is not None:
         where, escaped = surrogate
         raise ProtocolError(
