@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .._checkpoints import Checkpoint, CheckpointIndex, checkpoint_of
+from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
 from .._pruned import archive_key, pruned_info
@@ -53,6 +53,8 @@ class Recall:
         self._cps: list[Checkpoint] = []
         self._cp_by_id: dict[str, Checkpoint] = {}
         self._cp_range: dict[str, tuple[int, int]] = {}
+        self._node_ids: dict[int, str] = {}
+        """Seq of each checkpoint node -> its id (derived when the node carries none)."""
         self._owner: dict[int, str] = {}
         self._pruned: dict[str, int] = {}
         """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
@@ -92,6 +94,7 @@ class Recall:
             self._cp_by_id = {c.id: c for c in self._cps}
             for c in self._cps[known:]:
                 self._cp_range[c.id] = (min(c.shadowed_seqs), max(c.shadowed_seqs))
+                self._node_ids[c.node_seq] = c.id
                 for seq in c.shadowed_seqs:
                     self._owner.setdefault(seq, c.id)  # a pruned original keeps p<seq>
 
@@ -310,6 +313,7 @@ class Recall:
             max_position=max_position,
             max_chars=self.config.read_max_chars,
             max_events=self.config.read_max_events,
+            checkpoint_ids=self._node_ids,
         )
         return RecallResult(text, "read")
 
@@ -357,7 +361,7 @@ class Recall:
         # Originals first: checkpoint summaries repeat what they condensed, so their echoes of
         # a phrase would otherwise crowd out the original it came from.
         events = self.session.events
-        summaries = [s for s in matched if checkpoint_of(events[s]) is not None]
+        summaries = [s for s in matched if is_checkpoint(events[s])]
         if summaries:
             taken = set(summaries)
             matched = [s for s in matched if s not in taken] + summaries

@@ -17,7 +17,7 @@ the next character under a ``(seq N, continued)`` label.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 
 from .._checkpoints import checkpoint_of
@@ -65,12 +65,16 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def event_label(event: Event) -> str:
-    """The role label of a message event without its closing ``)``: ``User (seq 4``."""
+def event_label(event: Event, checkpoint: str | None = None) -> str:
+    """The role label of a message event without its closing ``)``: ``User (seq 4``.
+
+    ``checkpoint`` is the id of a checkpoint node whose source carries none (derived from
+    the log); by default the node's own ``source.checkpoint`` names it.
+    """
     seq = event.seq
     kind = event.type
     if kind == "user/message":
-        checkpoint = checkpoint_of(event)
+        checkpoint = checkpoint or checkpoint_of(event)
         if checkpoint is not None:
             return f"Checkpoint {checkpoint} (seq {seq}"
         return f"User (seq {seq}"
@@ -127,13 +131,15 @@ def render_page(
     max_position: int,
     max_chars: int,
     max_events: int,
+    checkpoint_ids: Mapping[int, str] | None = None,
 ) -> tuple[str, Cursor | None]:
     """One page of a range: header, events from ``entries`` (position, event), trailer.
 
     ``entries`` starts at the page's first event and is consumed lazily, so a page costs
     O(page). The result is at most ``max_chars`` characters and ``max_events`` events (an
-    event piece counts as one).
+    event piece counts as one). ``checkpoint_ids`` maps checkpoint node seqs to their ids.
     """
+    ids = checkpoint_ids or {}
     reserve = max(len(END_OF_RANGE), len(f"cursor: {range_id}@{max_position}:") + 12)
     budget = max_chars - reserve - 1
     lines = [header]
@@ -148,7 +154,7 @@ def render_page(
             cursor = Cursor(range_id, position, offset)
             break
         body = event_body(event)
-        head = event_label(event) + (", continued): " if offset else "): ")
+        head = event_label(event, ids.get(event.seq)) + (", continued): " if offset else "): ")
         rest = len(body) - offset
         room = budget - used - 1 - len(head)
         if rest <= room:
