@@ -24,7 +24,7 @@ import re
 import shlex
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ class _UsageError(Exception):
     """Arguments that parse but do not go together: status 2, like argparse's own errors."""
 
 
-def _count(low: int, high: int | None = None) -> Any:
+def _count(low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in ``[low, high]``."""
 
     def parse(text: str) -> int:
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()  # a reader gone away shows here, not at the interpreter's exit
         return code
     except BrokenPipeError:
-        raise
+        raise  # an OSError, but not a bad input: main() ends quietly
     except _UsageError as exc:
         print(f"dashr {args.command}: error: {exc} (see --help)", file=sys.stderr)
         return 2
@@ -373,8 +373,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 d.request_messages()
             _print_demo(d, demo_facts())
             first = next(iter(d.checkpoints()), None)
-        print()
-        print(*_try_next(args.out, first.id if first else None, demo_facts()["error"]), sep="\n")
+    print()
+    print(*_try_next(args.out, first.id if first else None, demo_facts()["error"]), sep="\n")
     return 0
 
 
