@@ -916,9 +916,9 @@ def test_a_page_renders_only_its_own_events(
     rendered: list[int] = []
     real = render_mod.event_body
 
-    def counting(event: Any) -> str:
+    def counting(event: Any, decoded: bool = False) -> str:
         rendered.append(event.seq)
-        return real(event)
+        return real(event, decoded)
 
     monkeypatch.setattr(render_mod, "event_body", counting)  # pages
     monkeypatch.setattr(queries_mod, "event_body", counting)  # cursor checks

@@ -90,12 +90,13 @@ def test_a_command_spanning_lines_is_found_by_its_lines(d: Dashr) -> None:
     assert "matched 1" in d.history_search('print(units.parse_unit("3 km"))\'\nls -la')
 
 
-def test_the_json_form_is_still_found_and_read_back_unchanged(d: Dashr) -> None:
+def test_the_json_form_is_still_found_and_read_back_with_the_command_as_typed(d: Dashr) -> None:
     escaped = json.dumps(GREP)[1:-1]  # grep -n \"def parse_unit\" …
     assert "matched 1" in d.history_search(escaped)
     page = str(d.history_read(seq=0))
-    assert f'[tool call] bash {{"command":"{escaped}"}}' in page.splitlines()
-    assert "[command]" not in page  # history_read keeps the SPEC §8 line alone
+    lines = page.splitlines()
+    call = lines.index(f'[tool call] bash {{"command":"{escaped}"}}')  # the SPEC §8 line stays
+    assert lines[call + 1] == f"[command] {GREP}"  # and the command reads as it was typed
 
 
 def test_decoded_arguments_name_each_escaped_string_by_its_path() -> None:

@@ -258,10 +258,10 @@ class Recall:
 
     @staticmethod
     def _check_offset(c: Cursor, token: str, event: Event) -> None:
-        if c.offset and c.offset >= len(event_body(event)):
+        if c.offset and c.offset >= len(event_body(event, decoded=True)):
             raise RecallError(
                 f"malformed cursor {token!r}: character {c.offset} is past the end of "
-                f"seq {event.seq} ({len(event_body(event))} characters)"
+                f"seq {event.seq} ({len(event_body(event, decoded=True))} characters)"
             )
 
     def _read_checkpoint(

@@ -6,10 +6,11 @@ blocks in order, one per line: text as is, reasoning as ``[reasoning] …``, too
 images as their placeholder; an empty message reads ``(empty)``. Raw event JSON never
 appears.
 
-Search reads the *decoded* body (``event_body(event, decoded=True)``): after each tool call
-line, every string of its arguments that JSON escaping changes (a quote, a backslash, a line
-break) follows as typed, ``[command] grep -n "def parse_unit"``, so a command is found by the
-text that was run. ``history_read`` shows the JSON line alone, as SPEC §8 fixes it.
+Search and read use the *decoded* body (``event_body(event, decoded=True)``): after each
+tool call line (``[tool call] name {json}``, as SPEC §8 fixes it, so the JSON stays
+available), every string of its arguments that JSON escaping changes (a quote, a backslash,
+a line break) follows as typed, ``[command] grep -n "def parse_unit"``, so a command is found
+by, and reads as, the text that was run.
 
 A page is a header line (the same on every page of a range), the events, and a trailer:
 ``cursor: <token>`` when more follows, else ``… [end of this range]``. An event that does
@@ -297,7 +298,7 @@ def read_page(
         if len(events) >= max_events:
             cursor = Cursor(range_id, position, offset)
             break
-        body = event_body(event)
+        body = event_body(event, decoded=True)
         label = event_label(event, ids.get(event.seq))
         head = label + (", continued): " if offset else "): ")
         role = _role(event, label)
