@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ThisInterpreter
 from jupyter_client.manager import KernelManager
-from test_kernel import SETUP, Kernel, ThisInterpreter
+from test_kernel import SETUP, Kernel
 
 from dashr_ext import Dashr
 
