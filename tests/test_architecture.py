@@ -24,6 +24,7 @@ LOG_LAYER = {
     "dashr_ext._jsontext",
     "dashr_ext._store",
     "dashr_ext._paths",
+    "dashr_ext._catalog",
     "dashr_ext._filelock",
     "dashr_ext._session",
     "dashr_ext._formats",

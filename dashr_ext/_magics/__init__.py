@@ -14,19 +14,24 @@ Every option is a trait of the ``Dashr`` configurable. In ``ipython_config.py``:
 or live, validated and applied to the live session at once::
 
     %config Dashr.retain_tokens = 50000
-    %config Dashr                  # every option with its help and current value
+    %config Dashr                  # the options by group, with help and current value
 
 Magics (``%name?`` shows each one's manual)::
 
-    %dashr status | config | attach PATH | export PATH | snapshot save PATH | snapshot load PATH
-    %compact [--dry-run]
+    %dashr status | config | sessions [DIR] [--limit N] | attach PATH [--read-only]
+    %dashr attach --last [--read-only] | export PATH | snapshot save PATH | snapshot load PATH
+    %compact [--dry-run | --prune-only]
     %history_outline
     %history_read c42 | --seq N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
+Tab completes the subcommands, the options, checkpoint ids and recent session files.
+
 Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
-:mod:`.options` (trait groups, validation), :mod:`.subcommands` (``%dashr``),
+:mod:`.options` (trait groups, validation, ``%config Dashr``'s text), :mod:`.subcommands`
+(``%dashr``), :mod:`.sessions` (``%dashr sessions``, ``attach --last``),
+:mod:`.completion` (tab completion),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
 :mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
@@ -38,6 +43,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 
+from . import completion
 from .agent_turn import agent_cell
 from .arguments import one_line_errors
 from .attachment import NAMESPACE_NAMES
@@ -72,16 +78,19 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
         del shell.configurables[configurables:]
         raise
     shell.register_magics(magics)
+    completion.install(shell, magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
-    """Undo :func:`load_ipython_extension`: names, magics, configurable; close the session."""
+    """Undo :func:`load_ipython_extension`: names, magics, completion, configurable; close the
+    session."""
     manager = shell.magics_manager
     magics = manager.registry.get("Dashr")
     if not isinstance(magics, Dashr):
         return
     magics.bridge.unregister()
+    completion.uninstall(shell)
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]
