@@ -564,13 +564,13 @@ def _new_file(path: Path, durability: Durability) -> io.FileIO:
 
 def _exists_message(path: Path) -> str:
     return (
-        f"{path}: already exists; use Store.open() to continue it, "
-        "or choose a new path (e.g. from new_session_id())"
+        f"{path}: already exists; Dashr.open({str(path)!r}) continues it, or choose a "
+        "new path (Dashr.create() without one makes a new file in $DASHR_HOME/sessions)"
     )
 
 
 def _missing_message(path: Path) -> str:
-    return f"{path}: no such session file; use Store.create() to start a new session"
+    return f"{path}: no such session file; Dashr.create({str(path)!r}) starts a new session there"
 
 
 def _fsync_dir(directory: Path) -> None:

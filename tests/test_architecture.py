@@ -24,6 +24,7 @@ LOG_LAYER = {
     "dashr_ext._jsontext",
     "dashr_ext._store",
     "dashr_ext._paths",
+    "dashr_ext._catalog",
     "dashr_ext._filelock",
     "dashr_ext._session",
     "dashr_ext._formats",
@@ -38,6 +39,7 @@ LOG_LAYER = {
 ABOVE_COMPACTION = (
     "dashr_ext._recall",
     "dashr_ext.agent",
+    "dashr_ext._agent_host",
     "dashr_ext.bridge",
     "dashr_ext._bridge",
     "dashr_ext._magics",
@@ -167,6 +169,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dashr_ext",
             "dashr_ext.agent",
+            "dashr_ext._agent_host",
             "dashr_ext.bridge",
             "dashr_ext.testing",
             "dashr_ext._bridge",
@@ -175,6 +178,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dashr_ext._display",
             "dashr_ext._plot",
             "dashr_ext._cli",
+            "dashr_ext.__main__",
             "dashr_ext._demo",
         ),
     ),

@@ -336,7 +336,7 @@ def test_config_lists_every_option_with_its_help(
     capsys.readouterr()
     run(ip, "%config Dashr")
     out = capsys.readouterr().out
-    assert out.startswith("Dashr(Magics) options")
+    assert out.startswith("Dashr options: the settings of dashr_ext")
     for name in Dashr.class_traits(config=True):
         assert f"Dashr.{name}=" in out
     assert "Compact when the request exceeds this many tokens" in out
@@ -740,7 +740,7 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
 @pytest.mark.parametrize(
     ("cell", "message"),
     [
-        ("%dashr", "the following arguments are required: COMMAND"),
+        ("%dashr", "%dashr needs a subcommand: status | config | sessions"),
         ("%dashr bogus", "argument COMMAND: invalid choice: 'bogus'"),
         ("%dashr attach", "usage: %dashr attach PATH"),
         ("%dashr status now", "usage: %dashr status"),
@@ -754,8 +754,8 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
             "its prune step included)",
         ),
         ("%history_outline extra", "unrecognized arguments: extra"),
-        ("%history_read", "history_read: give exactly one of checkpoint, seq or cursor"),
-        ("%history_read c1 --seq 2", "history_read: give exactly one of checkpoint, seq or cursor"),
+        ("%history_read", "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor"),
+        ("%history_read c1 --seq 2", "%history_read: give exactly one of CHECKPOINT, --seq N"),
         ("%history_read --seq x", "argument --seq: invalid int value: 'x'"),
         ("%history_read c99999", "c99999"),
         ("%history_read --cursor nonsense", "nonsense"),

@@ -722,7 +722,8 @@ def test_opening_a_missing_file_says_how_to_start_one(tmp_path: Path) -> None:
         with pytest.raises(StoreError) as info:
             Store.open(missing, read_only=read_only)
         assert str(info.value) == (
-            f"{missing}: no such session file; use Store.create() to start a new session"
+            f"{missing}: no such session file; Dashr.create({str(missing)!r}) starts a new "
+            "session there"
         )
     assert not missing.exists()
 
@@ -741,8 +742,12 @@ def test_create_makes_parent_directories_and_refuses_an_existing_file(tmp_path: 
         store.append([event(0)])
     digest = sha256(deep)
 
-    with pytest.raises(StoreError, match=r"already exists; use Store\.open\(\)"):
+    with pytest.raises(StoreError) as info:
         Store.create(deep)
+    assert str(info.value) == (
+        f"{deep}: already exists; Dashr.open({str(deep)!r}) continues it, or choose a new path "
+        "(Dashr.create() without one makes a new file in $DASHR_HOME/sessions)"
+    )
     assert sha256(deep) == digest
 
 

@@ -16,23 +16,28 @@ options agree::
 
     %config Dashr.recency_window_tokens = 500000
     %config Dashr.retain_tokens = 50000
-    %config Dashr                  # every option with its help and current value
+    %config Dashr                  # the options by group, with help and current value
 
 Attaching a session (``%dashr attach PATH``, or ``session_path`` at load) restores the
 settings its log records, and the options show them.
 
 Magics (``%name?`` shows each one's manual)::
 
-    %dashr status | config | attach PATH | export PATH | snapshot save PATH | snapshot load PATH
-    %compact [--dry-run]
+    %dashr status | config | sessions [DIR] [--limit N] | attach PATH [--read-only]
+    %dashr attach --last [--read-only] | export PATH | snapshot save PATH | snapshot load PATH
+    %compact [--dry-run | --prune-only]
     %history_outline
     %history_read c42 | --seq N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
+Tab completes the subcommands, the options, checkpoint ids and recent session files.
+
 Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
-:mod:`.options` (trait groups, validation), :mod:`.settings` (options held back until they
-agree, the log's settings shown on attach), :mod:`.subcommands` (``%dashr``),
+:mod:`.options` (trait groups, validation, ``%config Dashr``'s text), :mod:`.settings`
+(options held back until they agree, the log's settings shown on attach), :mod:`.subcommands`
+(``%dashr``), :mod:`.sessions` (``%dashr sessions``, ``attach --last``),
+:mod:`.completion` (tab completion),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
 :mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
@@ -44,6 +49,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets import TraitError
 
+from . import completion
 from .agent_turn import agent_cell
 from .arguments import one_line_errors
 from .attachment import NAMESPACE_NAMES
@@ -78,19 +84,22 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
         del shell.configurables[configurables:]
         raise
     shell.register_magics(magics)
+    completion.install(shell, magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
     shell.events.register("post_run_cell", magics.after_cell)  # options held back, once
     print(magics.session_line())
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
-    """Undo :func:`load_ipython_extension`: names, magics, configurable; close the session."""
+    """Undo :func:`load_ipython_extension`: names, magics, completion, configurable; close the
+    session."""
     manager = shell.magics_manager
     magics = manager.registry.get("Dashr")
     if not isinstance(magics, Dashr):
         return
     magics.bridge.unregister()
     shell.events.unregister("post_run_cell", magics.after_cell)
+    completion.uninstall(shell)
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]

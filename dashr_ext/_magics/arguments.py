@@ -1,8 +1,10 @@
-"""Argument parsing for the magics, and errors shown as one line (SPEC §9).
+"""Argument parsing for the magics, and errors shown as one line in magic syntax (SPEC §9).
 
 IPython's ``magic_arguments`` decorators are untyped; the wrappers here give them types so
 the magic methods stay checked. A bad argument or a dashr error becomes a
-:class:`~IPython.core.error.UsageError`: one line, no traceback.
+:class:`~IPython.core.error.UsageError`: one line, no traceback, and naming what to type in
+a cell (``%history_read --seq 0``, ``%config Dashr.agent_base_url = …``), not the Python
+call the core's message names (``history_read(seq=0)``, ``ChatClient.base_url``).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from IPython.core import magic
 from IPython.core import magic_arguments as ipython_arguments
 from IPython.core.error import UsageError
 
-from ..errors import DashrError
+from ..errors import ConfigError, DashrError, ReadOnlyError
 
 __all__ = [
+    "READ_ONLY_MESSAGE",
     "agent_errors",
     "argument",
     "cell_magic",
+    "in_magic_syntax",
     "line_magic",
     "magic_arguments",
     "one_line_errors",
@@ -28,22 +32,64 @@ __all__ = [
     "unquote",
 ]
 
+READ_ONLY_MESSAGE = (
+    "this session is attached read-only (%dashr attach --read-only): nothing can be recorded "
+    "or compacted; %dashr attach PATH attaches it for writing"
+)
+
+# The Python calls the core's messages suggest, as a cell types them.
+_CALLS_AS_MAGICS = (
+    ("history_outline()", "%history_outline"),
+    ("history_read(seq=0)", "%history_read --seq 0"),
+)
+# A recall argument a message starts with, as the magic's option (only these reach a magic).
+_FIELDS_AS_OPTIONS = {"seq": "--seq", "cursor": "--cursor", "limit": "--limit", "query": "QUERY"}
+# Agent fields the %%agent magic sets from its Dashr options.
+_AGENT_FIELDS = {
+    "ChatClient.base_url": ("agent_base_url", "URL"),
+    "ChatClient.model": ("agent_model", "NAME"),
+}
+
+
+def in_magic_syntax(text: str) -> str:
+    """``text`` on one line, with the Python calls and arguments it names in magic syntax."""
+    text = " ".join(text.split())
+    field, sep, rest = text.partition(": ")
+    if sep and field in _FIELDS_AS_OPTIONS:
+        text = f"{_FIELDS_AS_OPTIONS[field]}: {rest}"
+    for call, spelled in _CALLS_AS_MAGICS:
+        text = text.replace(call, spelled)
+    return text
+
 
 @contextmanager
 def one_line_errors() -> Iterator[None]:
     """Turn a dashr error (or a file error) into a one-line UsageError: no traceback."""
     try:
         yield
+    except ReadOnlyError:
+        raise UsageError(READ_ONLY_MESSAGE) from None
     except (DashrError, OSError) as exc:
-        text = str(exc) or type(exc).__name__
-        raise UsageError(" ".join(text.split())) from None
+        raise UsageError(in_magic_syntax(str(exc) or type(exc).__name__)) from None
 
 
 @contextmanager
 def agent_errors() -> Iterator[None]:
-    """Bad agent options (a ValueError naming the field) as one-line usage errors."""
+    """Bad agent options (a ValueError naming the field) as one-line usage errors.
+
+    A missing or malformed endpoint names the ``Dashr`` option that sets it.
+    """
     try:
         yield
+    except ConfigError as exc:
+        option = _AGENT_FIELDS.get(exc.field)
+        if option is None:
+            raise UsageError(in_magic_syntax(str(exc))) from None
+        name, placeholder = option
+        raise UsageError(
+            f"Dashr.{name}: expected {exc.accepted}, got {exc.received!r}; set it with "
+            f"%config Dashr.{name} = {placeholder}"
+        ) from None
     except ValueError as exc:
         raise UsageError(" ".join(str(exc).split())) from None
 

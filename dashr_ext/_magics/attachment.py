@@ -8,17 +8,28 @@ writes its file only when something is recorded, so a kernel that never records 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from .._controller import Dashr as DashrController
 from .._events import SETTINGS_TYPES
-from .._paths import new_session_id
+from .._paths import dashr_home, new_session_id
+from ..errors import SessionLockedError
 
-__all__ = ["NAMESPACE_NAMES", "Attachment", "namespace_of", "same_file"]
+__all__ = [
+    "NAMESPACE_NAMES",
+    "Attachment",
+    "as_word",
+    "locked_error",
+    "namespace_of",
+    "same_file",
+    "sessions_dir",
+]
 
 NAMESPACE_NAMES: tuple[str, ...] = (
     "dashr",
@@ -39,6 +50,32 @@ def namespace_of(c: DashrController) -> dict[str, object]:
         "history_read": c.history_read,
         "history_search": c.history_search,
     }
+
+
+def sessions_dir(session_dir: str | None) -> Path:
+    """Where sessions made at load go: ``Dashr.session_dir``, else ``$DASHR_HOME/sessions``."""
+    return Path(session_dir).expanduser() if session_dir else dashr_home() / "sessions"
+
+
+def as_word(path: Path) -> str:
+    """``path`` as one word of a magic line (quoted when it holds spaces or quotes)."""
+    text = str(path)
+    return shlex.quote(text) if any(c.isspace() or c in "'\"" for c in text) else text
+
+
+def locked_error(path: Path, *, at_load: bool = False) -> UsageError:
+    """The lock error of a session another writer holds, with what to type instead."""
+    inspect = f"%dashr attach --read-only {as_word(path)} inspects it"
+    if at_load:
+        return UsageError(
+            f"Dashr.session_path {path}: another writer holds this session's lock (one writer "
+            "per session: another kernel or process has it open); close that writer, or set "
+            f"Dashr.session_path to another file (then {inspect})"
+        )
+    return UsageError(
+        f"{path}: another writer holds this session's lock (one writer per session: another "
+        f"kernel or process has it open); {inspect}, or close the other writer first"
+    )
 
 
 def same_file(a: Path | None, b: Path) -> bool:
@@ -71,10 +108,13 @@ class Attachment:
         file written from the first record on)."""
         path = Path(session_path).expanduser() if session_path else None
         if path is not None and path.exists():
-            return DashrController.open(path, **options)
+            try:
+                return DashrController.open(path, **options)
+            except SessionLockedError:
+                raise locked_error(path, at_load=True) from None
         lazy = path is None
         if path is None and session_dir:
-            path = Path(session_dir).expanduser() / f"{new_session_id()}.jsonl"
+            path = sessions_dir(session_dir) / f"{new_session_id()}.jsonl"
         controller = DashrController.create(path, lazy=lazy, **options)
         self._created_path = controller.session.path
         return controller

@@ -8,6 +8,7 @@ it is held back, :mod:`.settings`). Its methods are the magics, each docstring a
 
 from __future__ import annotations
 
+from argparse import REMAINDER
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,13 @@ from .options import (
     RECALL_TRAITS,
     SUMMARIZER_TRAITS,
     close_summarizer,
+    options_help,
     summarizer_of,
     trait_errors,
 )
 from .settings import Staging, own_summarizer_field, show_settings
-from .subcommands import SUBCOMMANDS
+from .subcommands import COMMANDS, USAGE
+from .subcommands import run as run_subcommand
 
 __all__ = ["Dashr"]
 
@@ -257,6 +260,11 @@ class Dashr(Magics):
         "session_dir). Read when the extension loads; %dashr attach PATH switches later.",
     ).tag(config=True)
 
+    @classmethod
+    def class_get_help(cls, inst: Any = None) -> str:
+        """``%config Dashr``: what these options are, grouped (:func:`.options.options_help`)."""
+        return options_help(cls, inst)
+
     def __init__(self, shell: InteractiveShell | None = None, **kwargs: Any) -> None:
         # Set before the traits load their configuration: the observers look at them.
         self._controller: DashrController | None = None
@@ -367,14 +375,25 @@ class Dashr(Magics):
         """The line ``%load_ext`` prints: the session file it created or attached."""
         return self._attachment.describe(self.controller)
 
-    def attach(self, path: str | Path) -> DashrController:
+    def attach(self, path: str | Path, read_only: bool = False) -> DashrController:
         """Switch to the session file at ``path`` (its settings become the options); the names
-        are re-bound to the new controller."""
+        are re-bound to the new controller.
+
+        ``read_only=True`` takes no writer lock: a session another kernel writes can be read
+        (attaching it again reads what was written since).
+        """
         target = Path(path).expanduser()
         current = self._controller
-        if current is not None and same_file(current.session.path, target):
+        if (
+            current is not None
+            and not read_only
+            and not current.session.read_only
+            and same_file(current.session.path, target)
+        ):
             return current
-        controller = DashrController.open(target, summarizer=self.make_summarizer())
+        controller = DashrController.open(
+            target, read_only=read_only, summarizer=self.make_summarizer()
+        )
         self.stop()
         self._show_settings(controller)
         self._controller = controller
@@ -406,23 +425,22 @@ class Dashr(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument(
-        "command",
-        choices=("status", "config", "attach", "export", "snapshot"),
-        metavar="COMMAND",
-        help="status | config | attach PATH | export PATH | snapshot save PATH | "
-        "snapshot load PATH",
-    )
-    @argument("args", nargs="*", metavar="ARG", help="the subcommand's arguments")
-    def dashr(self, line: str) -> Report:
+    @argument("command", nargs="?", choices=COMMANDS, metavar="COMMAND", help=USAGE)
+    @argument("args", nargs=REMAINDER, metavar="ARG", help="the subcommand's arguments")
+    def dashr(self, line: str) -> Any:
         """Inspect and manage this kernel's dashr session.
 
         Subcommands:
 
           status               session, request tokens against the trigger, checkpoints, archive
           config               the effective configuration (change it with %config Dashr.NAME = …)
+          sessions [DIR]       the recent session files (newest first: time, events, checkpoints,
+                               first user message); --limit N lists N (default 10)
           attach PATH          switch to another session file (e.g. after a kernel restart);
-                               the session, surface and archive are rebuilt from its log
+                               the session, surface and archive are rebuilt from its log;
+                               --last: the newest other session with anything recorded;
+                               --read-only: no lock, nothing recorded (a file another kernel
+                               is writing)
           export PATH          copy the session's JSONL log to PATH (a new file)
           snapshot save PATH   save the user namespace with dill; unpicklable names are skipped
           snapshot load PATH   load a snapshot: this runs code from the file, so only load
@@ -431,20 +449,12 @@ class Dashr(Magics):
         Examples::
 
           %dashr status
-          %dashr attach ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
+          %dashr sessions
+          %dashr attach --last
+          %dashr attach --read-only ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
         """
         args = parse(self.dashr, line)
-        words = [unquote(a) for a in args.args]
-        key = args.command
-        if key == "snapshot":
-            if not words or words[0] not in ("save", "load"):
-                raise UsageError("usage: %dashr snapshot save PATH | %dashr snapshot load PATH")
-            key = f"snapshot {words.pop(0)}"
-        params, handler = SUBCOMMANDS[key]
-        if len(words) != len(params):
-            raise UsageError(f"usage: %dashr {' '.join((key, *params))}")
-        with one_line_errors():
-            return handler(self, *words)
+        return run_subcommand(self, args.command, [unquote(a) for a in args.args])
 
     # ------------------------------------------------------------------ %compact
 
@@ -529,6 +539,11 @@ class Dashr(Magics):
           %history_read --cursor c42@4:1200
         """
         args = parse(self.history_read, line)
+        if (args.checkpoint is None) + (args.seq is None) + (args.cursor is None) != 2:
+            raise UsageError(
+                "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor TOKEN, "
+                "e.g. %history_read c20 or %history_read --seq 0"
+            )
         checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
         cursor = unquote(args.cursor) if args.cursor is not None else None
         with one_line_errors():

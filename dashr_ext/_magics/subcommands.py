@@ -1,27 +1,37 @@
 """``%dashr`` subcommands: one small function each, dispatched from :data:`SUBCOMMANDS`.
 
 Each takes the ``Dashr`` configurable (seen through :class:`Host`) and the subcommand's
-words, and returns a :class:`~dashr_ext._display.Report` (SPEC §9).
+parsed arguments, and returns what the cell shows: a :class:`~dashr_ext._display.Report`,
+or a :class:`~.sessions.SessionTable` (SPEC §9). Every error is a one-line ``UsageError``
+in magic syntax.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, NoReturn, Protocol
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from .._controller import Dashr as DashrController
 from .._display import Report, status_report
-from .attachment import NAMESPACE_NAMES
-from .options import AGENT_TRAITS, COMPACTION_TRAITS, RECALL_TRAITS, SUMMARIZER_TRAITS
+from ..errors import SessionLockedError
+from .arguments import one_line_errors
+from .attachment import NAMESPACE_NAMES, locked_error, sessions_dir
+from .options import COMPACTION_TRAITS, OPTION_GROUPS, RECALL_TRAITS
+from .sessions import last_session, session_table
 from .snapshot import SNAPSHOT_WARNING, load_snapshot, refuse_symlink, save_snapshot
 
-__all__ = ["SUBCOMMANDS", "Host"]
+__all__ = ["COMMANDS", "SUBCOMMANDS", "USAGE", "Host", "Subcommand", "run"]
+
+SESSIONS_LIMIT = 10
+"""How many files ``%dashr sessions`` lists unless ``--limit`` says otherwise."""
 
 
 class Host(Protocol):
@@ -30,27 +40,29 @@ class Host(Protocol):
     shell: InteractiveShell | None
 
     @property
+    def session_dir(self) -> str | None: ...
+
+    @property
     def controller(self) -> DashrController: ...
 
-    def attach(self, path: str | Path) -> DashrController: ...
+    def attach(self, path: str | Path, read_only: bool = False) -> DashrController: ...
 
     def push(self) -> None: ...
 
 
-def status(host: Host) -> Report:
+def status(host: Host, args: argparse.Namespace) -> Report:
     return status_report(host.controller)
 
 
-def config(host: Host) -> Report:
+def config(host: Host, args: argparse.Namespace) -> Report:
     c = host.controller
+    live = {n: getattr(c.config, n) for n in COMPACTION_TRAITS}
+    live.update({n: getattr(c.recall_config, n) for n in RECALL_TRAITS})
     rows: list[tuple[str, object]] = [
-        (name, repr(getattr(c.config, name))) for name in COMPACTION_TRAITS
+        (name, repr(live[name] if name in live else getattr(host, name)))
+        for _group, _summary, names in OPTION_GROUPS
+        for name in names
     ]
-    rows += [(name, repr(getattr(c.recall_config, name))) for name in RECALL_TRAITS]
-    rows += [(name, repr(getattr(host, name))) for name in SUMMARIZER_TRAITS]
-    rows += [(name, repr(getattr(host, name))) for name in AGENT_TRAITS]
-    rows += [(name, repr(getattr(host, name))) for name in ("bridge_max_request_bytes",)]
-    rows += [(name, repr(getattr(host, name))) for name in ("session_dir", "session_path")]
     return Report.of(
         "dashr configuration — change with %config Dashr.NAME = VALUE",
         rows,
@@ -59,29 +71,64 @@ def config(host: Host) -> Report:
     )
 
 
-def attach(host: Host, path: str) -> Report:
-    c = host.attach(path)
+def _directory(host: Host) -> Path:
+    return sessions_dir(host.session_dir)
+
+
+def _attached(host: Host) -> Path | None:
+    return host.controller.session.path
+
+
+def sessions(host: Host, args: argparse.Namespace) -> object:
+    if args.limit is not None and args.limit < 1:
+        _usage_error("sessions", f"--limit: expected an integer >= 1, got {args.limit}")
+    directory = Path(args.dir).expanduser() if args.dir else _directory(host)
+    return session_table(directory, args.limit or SESSIONS_LIMIT, _attached(host))
+
+
+def attach(host: Host, args: argparse.Namespace) -> Report:
+    if (args.path is None) != bool(args.last):
+        given = "both" if args.last else "neither"
+        _usage_error("attach", f"give a session file PATH or --last ({given} given)")
+    if args.last:
+        target = last_session(_directory(host), _attached(host))
+    else:
+        target = Path(args.path).expanduser()
+        if not target.is_file():
+            raise UsageError(
+                f"no such session file: {target}; %dashr sessions lists the recent ones"
+            )
+    try:
+        c = host.attach(target, read_only=args.read_only)
+    except SessionLockedError:
+        raise locked_error(target) from None
+    notes = ["dashr, dashr_compaction_archive and history_* now use this session"]
+    if c.session.read_only:
+        notes.append(
+            "read-only: nothing is recorded or compacted here; %dashr attach PATH (without "
+            "--read-only) continues it once no other kernel is writing it"
+        )
     return Report.of(
-        f"attached session {c.session.id}",
+        f"attached session {c.session.id}" + (" (read-only)" if c.session.read_only else ""),
         [
             ("session file", c.session.path),
             ("events", len(c.session)),
             ("checkpoints", len(c.checkpoints())),
             ("archive", f"{len(c.archive)} entries"),
         ],
-        ("dashr, dashr_compaction_archive and history_* now use this session",),
+        notes,
         kind="attach",
     )
 
 
-def export(host: Host, path: str) -> Report:
+def export(host: Host, args: argparse.Namespace) -> Report:
     c = host.controller
     source = c.session.path
     if source is None:
         raise UsageError("this session is in memory only; there is no file to export")
     if not source.exists():
         raise UsageError(f"nothing recorded yet: {source} is written from the first record on")
-    target = Path(path).expanduser()
+    target = Path(args.path).expanduser()
     refuse_symlink(target)
     if target.exists():
         raise UsageError(f"{target} already exists; choose a new path")
@@ -112,9 +159,9 @@ def _copy_private(source: Path, target: Path) -> None:
         raise
 
 
-def snapshot_save(host: Host, path: str) -> Report:
+def snapshot_save(host: Host, args: argparse.Namespace) -> Report:
     assert host.shell is not None
-    target = Path(path).expanduser()
+    target = Path(args.path).expanduser()
     saved, skipped = save_snapshot(host.shell, target, exclude=NAMESPACE_NAMES)
     notes = [f"not picklable, skipped: {', '.join(skipped)}"] if skipped else []
     notes.append(f"{', '.join(NAMESPACE_NAMES)} are re-bound by the extension, not saved")
@@ -126,9 +173,9 @@ def snapshot_save(host: Host, path: str) -> Report:
     )
 
 
-def snapshot_load(host: Host, path: str) -> Report:
+def snapshot_load(host: Host, args: argparse.Namespace) -> Report:
     assert host.shell is not None
-    target = Path(path).expanduser()
+    target = Path(args.path).expanduser()
     if not target.is_file():
         raise UsageError(f"no such snapshot file: {target}")
     print(SNAPSHOT_WARNING)
@@ -142,12 +189,91 @@ def snapshot_load(host: Host, path: str) -> Report:
     )
 
 
-SUBCOMMANDS: Mapping[str, tuple[tuple[str, ...], Callable[..., Report]]] = {
-    "status": ((), status),
-    "config": ((), config),
-    "attach": (("PATH",), attach),
-    "export": (("PATH",), export),
-    "snapshot save": (("PATH",), snapshot_save),
-    "snapshot load": (("PATH",), snapshot_load),
+# --------------------------------------------------------------------------- dispatch
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One ``%dashr`` subcommand: its function, its usage forms, its arguments."""
+
+    handler: Callable[[Host, argparse.Namespace], object]
+    forms: tuple[str, ...]
+    """Its usage forms after ``%dashr``, e.g. ``("attach PATH [--read-only]", …)``."""
+    positional: str | None = None
+    """The metavar of its one positional argument (``PATH``, ``DIR``), if any."""
+    optional: bool = False
+    """Whether that positional may be left out."""
+    options: Mapping[str, type] = field(default_factory=dict)
+    """Its options: ``bool`` a flag, ``int`` one integer value."""
+
+    @property
+    def usage(self) -> str:
+        return " | ".join(f"%dashr {form}" for form in self.forms)
+
+    def parse(self, name: str, words: Sequence[str]) -> argparse.Namespace:
+        """``words`` parsed; a bad one is a UsageError naming this subcommand's usage."""
+        parser = _Parser(name, self.usage)
+        if self.positional is not None:
+            parser.add_argument(self.positional.lower(), nargs="?" if self.optional else None)
+        for flag, kind in self.options.items():
+            if kind is bool:
+                parser.add_argument(flag, action="store_true")
+            else:
+                parser.add_argument(flag, type=kind)
+        return parser.parse_args(list(words))
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, name: str, usage: str) -> None:
+        super().__init__(prog=f"%dashr {name}", usage=usage, add_help=False, allow_abbrev=False)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}; usage: {self.usage}")
+
+
+def _usage_error(name: str, message: str) -> NoReturn:
+    raise UsageError(f"%dashr {name}: {message}; usage: {SUBCOMMANDS[name].usage}")
+
+
+SUBCOMMANDS: Mapping[str, Subcommand] = {
+    "status": Subcommand(status, ("status",)),
+    "config": Subcommand(config, ("config",)),
+    "sessions": Subcommand(
+        sessions, ("sessions [DIR] [--limit N]",), "DIR", optional=True, options={"--limit": int}
+    ),
+    "attach": Subcommand(
+        attach,
+        ("attach PATH [--read-only]", "attach --last [--read-only]"),
+        "PATH",
+        optional=True,
+        options={"--last": bool, "--read-only": bool},
+    ),
+    "export": Subcommand(export, ("export PATH",), "PATH"),
+    "snapshot save": Subcommand(snapshot_save, ("snapshot save PATH",), "PATH"),
+    "snapshot load": Subcommand(snapshot_load, ("snapshot load PATH",), "PATH"),
 }
-"""``%dashr`` subcommand -> (its parameter names, for the usage line; its function)."""
+"""``%dashr`` subcommand (``snapshot`` takes a second word) -> its :class:`Subcommand`."""
+
+COMMANDS: tuple[str, ...] = tuple(dict.fromkeys(key.split()[0] for key in SUBCOMMANDS))
+"""The first words ``%dashr`` accepts."""
+
+USAGE = " | ".join(form for sub in SUBCOMMANDS.values() for form in sub.forms)
+"""Every form, for the usage line."""
+
+
+def run(host: Host, command: str | None, words: list[str]) -> Any:
+    """``%dashr COMMAND WORD…``: parse the words for that subcommand and run it."""
+    if command is None:
+        raise UsageError(f"%dashr needs a subcommand: {USAGE} (%dashr? shows the manual)")
+    key = command
+    if command == "snapshot":
+        if not words or words[0] not in ("save", "load"):
+            raise UsageError(
+                f"%dashr snapshot: give save or load; usage: {SUBCOMMANDS['snapshot save'].usage}"
+                f" | {SUBCOMMANDS['snapshot load'].usage}"
+            )
+        key = f"snapshot {words.pop(0)}"
+    sub = SUBCOMMANDS[key]
+    args = sub.parse(key, words)
+    with one_line_errors():
+        return sub.handler(host, args)
