@@ -164,9 +164,8 @@ def test_a_kernel_session_and_a_local_one_see_the_same_requests_and_steps(
     """One loop, two places: the same script gives the same model requests, step for step."""
     kernel.configure(**WINDOW)
     runs: list[tuple[list[RecordedRequest], list[str], list[str], list[dict[str, Any]]]] = []
-    local = Dashr.create(
-        tmp_path / "local.jsonl", config=CompactionConfig(**WINDOW), session_id="local"
-    )
+    local = Dashr.create(tmp_path / "local.jsonl", session_id="local")
+    local.config = CompactionConfig(**WINDOW)  # recorded in the log, as configure() records it
     for host in (local, kernel):
         with ScriptedServer() as server:
             server.script(*task_script())

@@ -51,7 +51,7 @@ def complete(kernel: Kernel, code: str) -> dict[str, Any]:
 
 
 def test_after_a_restart_attach_last_finds_the_session_again(fresh: Kernel) -> None:
-    path = fresh.execute(SETUP).stdout.strip()
+    path = fresh.execute(SETUP).stdout.splitlines()[-1]
     state = "import json\nprint(json.dumps([str(dashr.session.path), dashr_compaction_archive]))"
     before = json.loads(fresh.execute(state).stdout)
     fresh.restart()
@@ -74,7 +74,7 @@ def test_after_a_restart_attach_last_finds_the_session_again(fresh: Kernel) -> N
 
 
 def test_complete_request_lists_subcommands_options_and_checkpoint_ids(fresh: Kernel) -> None:
-    path = fresh.execute(SETUP).stdout.strip()
+    path = fresh.execute(SETUP).stdout.splitlines()[-1]
     with Dashr.open(path, read_only=True) as d:
         ids = [cp.id for cp in d.checkpoints()]
 
