@@ -2,7 +2,11 @@
 
 Every field is checked at construction; a bad value raises
 :class:`~dashr_ext.errors.ConfigError` naming the field, the accepted range and the value
-received, e.g. ``threshold_ratio: expected a number in (0, 1), got 1.5``.
+received, e.g. ``threshold_ratio: expected a number in (0, 1), got 1.5``. ``check_field``
+runs one field's own checks alone; the checks relating two fields need a whole config.
+
+A session log records its settings as ``config/change`` events (:func:`settings_change`);
+:func:`logged_settings` folds them back over the defaults.
 """
 
 from __future__ import annotations

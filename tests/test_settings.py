@@ -144,6 +144,15 @@ def test_the_settings_event_carries_settings_only_never_a_key(
     assert key not in path.read_text()
 
 
+def test_every_field_has_its_own_check() -> None:
+    from dataclasses import fields
+
+    from dashr_ext._config import _COMPACTION_CHECKS, _RECALL_CHECKS
+
+    assert sorted(_COMPACTION_CHECKS) == sorted(f.name for f in fields(CompactionConfig))
+    assert sorted(_RECALL_CHECKS) == sorted(f.name for f in fields(RecallConfig))
+
+
 def test_fields_are_checked_one_by_one_and_together() -> None:
     CompactionConfig.check_field("recency_window_tokens", 6000)  # alone it is fine
     with pytest.raises(ConfigError, match="recency_window_tokens is set"):
@@ -489,3 +498,15 @@ def test_options_that_disagree_at_load_fail_it_with_one_line(
     )
     assert "Dashr" not in ip.magics_manager.registry
     assert not (tmp_path / "runs").exists()
+
+
+def test_export_before_any_record_says_there_is_nothing_yet(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    run(ip, "%load_ext dashr_ext")
+    path = controller(ip).session.path
+    result = ip.run_cell(f"%dashr export {tmp_path / 'copy.jsonl'}")
+    assert str(result.error_in_exec) == (
+        f"nothing recorded yet: {path} is written from the first record on"
+    )
+    assert not (tmp_path / "copy.jsonl").exists()
