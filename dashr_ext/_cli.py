@@ -10,7 +10,8 @@
 
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input).
 ``dashr compact`` exits with status 3 when its passes are committed but the request is still
-above the trigger; one line on stderr says by how much and why.
+above the trigger; one line on stderr says by how much and why. A pass longer than a second
+prints one stderr line per phase (``dashr compact: summarizing 1 region (1.0 s)``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._config import ENGINES, CompactionConfig
+from ._progress import LineSink, Progress
 from .errors import DashrError
 
 if TYPE_CHECKING:
@@ -195,7 +197,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise FileNotFoundError(2, "no such file", str(args.file))
     with Dashr.open(args.file, config=config) as d:
-        lines = _prune_only(d) if args.prune_only else _compact(d)
+        with Progress(lambda: LineSink(sys.stderr, "dashr compact")).watch(d):
+            lines = _prune_only(d) if args.prune_only else _compact(d)
         with d.session.lock:
             above = still_above(d.session, d.measure(), d.config, count_tokens=d.meter.count_text)
     # The passes are committed: what they did goes out even when stdout's reader is gone.

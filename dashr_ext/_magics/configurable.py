@@ -49,6 +49,7 @@ from .options import (
     summarizer_of,
     trait_errors,
 )
+from .progress import CellProgress
 from .subcommands import SUBCOMMANDS
 
 __all__ = ["Dashr"]
@@ -264,6 +265,8 @@ class Dashr(Magics):
             lambda: TraitsHost(self), lambda: int(self.bridge_max_request_bytes)
         )
         """The ``dashr`` comm target; registered while the extension is loaded."""
+        self.progress = CellProgress(shell, lambda: self._controller)
+        """Progress displays of slow passes and retried requests; per cell while loaded."""
 
     # ------------------------------------------------------------------ validation
 
@@ -452,7 +455,7 @@ class Dashr(Magics):
                 "%compact: give --dry-run or --prune-only, not both (--dry-run previews "
                 "%compact, its prune step included)"
             )
-        with one_line_errors():
+        with one_line_errors(), self.progress.scope():
             if args.dry_run:
                 return dry_run_report(self.controller)
             if args.prune_only:
@@ -561,7 +564,10 @@ class Dashr(Magics):
             if args.max_steps is not None:
                 agent.max_steps = args.max_steps
             try:
-                return agent_cell(self.shell, self.controller, cell.strip(), agent=agent)
+                with self.progress.scope() as progress:
+                    return agent_cell(
+                        self.shell, self.controller, cell.strip(), agent=agent, progress=progress
+                    )
             finally:
                 agent.max_steps = limit
 
