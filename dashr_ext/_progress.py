@@ -64,8 +64,9 @@ class ProgressView:
 
     @property
     def headline(self) -> str:
-        """E.g. ``dashr: summarizing 1 region · 3 s`` (tenths of a second once it ended)."""
-        seconds = f"{self.elapsed_s:.0f}" if self.state == "running" else f"{self.elapsed_s:.1f}"
+        """E.g. ``dashr: summarizing 1 region · 3 s`` (whole seconds while it runs, tenths
+        once it ended)."""
+        seconds = int(self.elapsed_s) if self.state == "running" else f"{self.elapsed_s:.1f}"
         return f"dashr: {self.status} · {seconds} s"
 
     @property
