@@ -7,6 +7,7 @@
     dashr search FILE QUERY [--checkpoint c42] [--limit N]
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
     dashr import FILE --format openai [-o OUT.jsonl]
+    dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
 
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input).
 ``dashr compact`` exits with status 3 when its passes are committed but the request is still
@@ -17,11 +18,14 @@ prints one stderr line per phase (``dashr compact: summarizing 1 region (1.0 s)`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
     imp.add_argument("--format", required=True, choices=["openai"])
     imp.add_argument("-o", "--output", type=Path, help="session file to write")
+    _agent_parser(sub)
     return p
 
 
@@ -335,6 +340,134 @@ def _print_demo(d: Any, facts: dict[str, str]) -> None:
     print(d.history_search(facts["error"], limit=3))
 
 
+# --------------------------------------------------------------------------- dashr agent
+
+
+def _agent_parser(sub: Any) -> None:
+    agent = sub.add_parser(
+        "agent",
+        help="run one agent turn on a session in a Jupyter kernel",
+        description="Run one turn of dashr_ext.agent.Agent: the model is called from here, the "
+        "session and the run_cell tool's cells live in the kernel. The answer goes to stdout, "
+        "a line per step and one on how the turn ended to stderr. The API key comes from "
+        "DASHR_API_KEY (or DEEPSEEK_API_KEY, OPENAI_API_KEY), never from the command line.",
+        epilog="exit status: 0 the turn ended (completed, or at --max-steps: stderr says "
+        "which); 1 bad input, a model or kernel error; 2 bad usage; 130 interrupted",
+    )
+    agent.add_argument("task", help="the user's message")
+    where = agent.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--kernel",
+        type=Path,
+        metavar="CONNECTION_FILE",
+        help="a running kernel's connection file (loads the extension there if needed; the "
+        "kernel keeps running)",
+    )
+    where.add_argument(
+        "--start",
+        action="store_true",
+        help="start a kernel of this Python for the turn, shut it down afterwards",
+    )
+    agent.add_argument(
+        "--session",
+        type=Path,
+        metavar="FILE",
+        help="attach this session file in the kernel first (created if missing)",
+    )
+    agent.add_argument("--base-url", help="the endpoint's API root (default: env DASHR_BASE_URL)")
+    agent.add_argument("--model", help="the model (default: env DASHR_MODEL)")
+    agent.add_argument("--max-steps", type=int, help="most model calls in the turn (default 30)")
+    agent.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Dashr option in the kernel, as %%config Dashr.NAME = VALUE (repeatable; VALUE "
+        "is read as JSON, else as text), e.g. --set recency_window_tokens=20000",
+    )
+    agent.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for each kernel reply"
+    )
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set: expected NAME=VALUE, got {pair!r}")
+        try:
+            settings[name.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            settings[name.strip()] = text
+    return settings
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from ._client import ChatClient
+    from .agent import Agent
+    from .bridge import KernelSession
+
+    settings = _settings(args.set)
+    if args.kernel is not None and not args.kernel.is_file():
+        raise FileNotFoundError(2, "no such file", str(args.kernel))
+    # The endpoint is checked before a kernel starts; the key comes from the environment.
+    with ChatClient(args.base_url, args.model, label="agent") as client:
+        options = {"session_path": args.session, "timeout": args.timeout}
+        if args.start:
+            ks = KernelSession.start(**options)
+        else:
+            ks = KernelSession.connect(args.kernel, **options)
+        with ks:
+            if settings:
+                ks.configure(**settings)
+            limit = {} if args.max_steps is None else {"max_steps": args.max_steps}
+            with Agent(ks, client=client, on_event=_step_line, **limit) as agent:
+                try:
+                    with _interrupting(ks):
+                        reply = agent.run_turn(args.task)
+                except KeyboardInterrupt:
+                    print("dashr agent: interrupted; the turn ended 'interrupted'", file=sys.stderr)
+                    return 130
+            print(
+                f"turn {reply.turn}: {reply.reason} in {len(reply.steps)} steps"
+                + (f", compacted → {', '.join(reply.checkpoints)}" if reply.checkpoints else "")
+                + f"; session {ks.session_path}",
+                file=sys.stderr,
+            )
+    _print_out([reply])
+    return 0
+
+
+@contextlib.contextmanager
+def _interrupting(ks: Any) -> Iterator[None]:
+    """Ctrl-C interrupts the kernel too: the cell the model asked for stops, so the agent can
+    record the turn as interrupted at once (a signal when this process runs the kernel, else
+    an ``interrupt_request`` on the control channel)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        with contextlib.suppress(Exception):  # a kernel already gone: nothing to stop
+            if ks.manager is not None:
+                ks.manager.interrupt_kernel()
+            else:
+                client = ks.client
+                client.control_channel.send(client.session.msg("interrupt_request", {}))
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _step_line(step: Any) -> None:
+    print(step.line(), file=sys.stderr, flush=True)
+
+
 _COMMANDS = {
     "demo": _cmd_demo,
     "inspect": _cmd_inspect,
@@ -343,6 +476,7 @@ _COMMANDS = {
     "search": _cmd_search,
     "compact": _cmd_compact,
     "import": _cmd_import,
+    "agent": _cmd_agent,
 }
 
 

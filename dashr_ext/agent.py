@@ -1,9 +1,10 @@
-"""The notebook agent: a small tool-using loop over a :class:`~dashr_ext.Dashr` session.
+"""The agent: a small tool-using loop over a session, in this process or in a kernel.
 
 :class:`Agent` talks to any OpenAI-compatible ``/chat/completions`` endpoint through a
-:class:`~dashr_ext.ChatClient`; its ``run_cell`` tool runs code through
-:mod:`dashr_ext._cells`, and the recall tools are offered once a checkpoint exists. SPEC §10
-and §15::
+:class:`~dashr_ext.ChatClient` and to its session through an :class:`AgentHost`: a
+:class:`~dashr_ext.Dashr` here (its ``run_cell`` tool runs code through
+:mod:`dashr_ext._cells`) or a :class:`~dashr_ext.bridge.KernelSession` (the same loop; cells
+run in that kernel). The recall tools are offered once a checkpoint exists. SPEC §10 and §15::
 
     from dashr_ext import CompactionConfig, Dashr
     from dashr_ext.agent import Agent
@@ -12,6 +13,9 @@ and §15::
     agent = Agent(d, base_url="https://api.deepseek.com/v1", model="deepseek-chat",
                   shell=get_ipython(), on_event=lambda step: print(step.line()))
     print(agent.run_turn("Load data.csv and tell me which column has missing values."))
+
+    # The same loop against a session living in a Jupyter kernel:
+    agent = Agent(KernelSession(kernel_client), base_url=..., model=...)
 
 This module never imports IPython; cells run in a shell only through :mod:`dashr_ext._cells`.
 """
@@ -23,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._agent_host import AgentHost, CellResult, DashrHost, host_problem, tool_name
 from ._cells import (
     DEFAULT_TOOL_OUTPUT_MAX_CHARS,
     RUN_CELL,
@@ -31,7 +36,7 @@ from ._cells import (
     run_cell_schema,
     truncate_output,
 )
-from ._checkpoints import checkpoint_of
+from ._controller import Dashr
 from ._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json
 from ._plaintext import PlainText
 from ._recall import TOOL_NAMES
@@ -44,15 +49,17 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from ._client import ChatClient
-    from ._controller import Dashr
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_TOOL_OUTPUT_MAX_CHARS",
     "RUN_CELL",
     "Agent",
+    "AgentHost",
     "AgentReply",
     "CellOutput",
+    "CellResult",
+    "DashrHost",
     "StepReport",
     "run_cell",
     "run_cell_schema",
@@ -61,15 +68,8 @@ __all__ = [
 PURPOSE = "agent"
 """The ``X-Dashr-Purpose`` header of the agent's own requests."""
 DEFAULT_MAX_STEPS = 30
-ARCHIVE_NAMES = ("dashr_compaction_archive", "history_outline", "history_read", "history_search")
-"""The names bound in the namespace cells run in."""
 
 TurnEndReason = Literal["completed", "max-steps"]
-
-
-def _tool_name(tool: object) -> object:
-    function = tool.get("function") if isinstance(tool, Mapping) else None
-    return function.get("name") if isinstance(function, Mapping) else None
 
 
 # --------------------------------------------------------------------------- reports
@@ -164,24 +164,27 @@ class _Exchange:
 
 
 class Agent:
-    """A tool-using agent loop over a :class:`~dashr_ext.Dashr` session (see the module doc).
+    """A tool-using agent loop over a session (see the module doc).
 
-    Give either ``client`` (a :class:`~dashr_ext.ChatClient`, not closed by the agent)
-    or ``base_url`` / ``model`` / ``api_key`` (each else from ``DASHR_BASE_URL``,
-    ``DASHR_MODEL`` and ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``).
-    ``shell`` is the IPython shell cells run in; without one they run in ``namespace``
-    (default: a new dict); either way it gets ``dashr_compaction_archive`` and the
-    ``history_*`` helpers of this session, so the instructions in checkpoint footers work as
-    written. Tool results are cut to ``tool_output_max_chars`` around an explicit
-    ``… [output truncated: +N chars] …`` marker. ``system_prompt`` replaces the session's;
-    when neither exists, ``prompts/agent.md`` is installed at the first turn. ``max_tokens``,
-    ``temperature`` and ``extra_body`` go into every request body. ``on_event`` is called
-    with a :class:`StepReport` after every step.
+    ``host`` is a :class:`~dashr_ext.Dashr` (cells run in this process) or any
+    :class:`AgentHost`, e.g. a :class:`~dashr_ext.bridge.KernelSession` (cells run in its
+    kernel, where the extension binds the archive names itself). Give either ``client``
+    (a :class:`~dashr_ext.ChatClient`, not closed by the agent) or ``base_url`` / ``model``
+    / ``api_key`` (each else from ``DASHR_BASE_URL``, ``DASHR_MODEL`` and
+    ``DASHR_API_KEY``/``DEEPSEEK_API_KEY``/``OPENAI_API_KEY``). With a ``Dashr``, ``shell``
+    is the IPython shell cells run in; without one they run in ``namespace`` (default: a new
+    dict); either way it gets ``dashr_compaction_archive`` and the ``history_*`` helpers of
+    this session, so the instructions in checkpoint footers work as written (see
+    :class:`DashrHost`). Tool results are cut to ``tool_output_max_chars`` around an
+    explicit ``… [output truncated: +N chars] …`` marker. ``system_prompt`` replaces the
+    session's; when neither exists, ``prompts/agent.md`` is installed at the first turn.
+    ``max_tokens``, ``temperature`` and ``extra_body`` go into every request body.
+    ``on_event`` is called with a :class:`StepReport` after every step.
     """
 
     def __init__(
         self,
-        dashr: Dashr,
+        host: Dashr | AgentHost,
         *,
         client: ChatClient | None = None,
         base_url: str | None = None,
@@ -214,6 +217,16 @@ class Agent:
                 "None when a shell is given (cells run in shell.user_ns)",
                 "a dict",
             )
+        if not isinstance(host, Dashr):
+            problem = host_problem(host)
+            if problem is not None:
+                raise ConfigError("Agent.host", "a Dashr or an AgentHost", problem)
+            if shell is not None or namespace is not None:
+                raise ConfigError(
+                    "Agent.shell",
+                    "None unless the host is a Dashr (cells run where the host runs them)",
+                    "a shell" if shell is not None else "a namespace",
+                )
         if client is not None:
             if not isinstance(client, ChatClient):
                 raise ConfigError("Agent.client", "a ChatClient or None", client)
@@ -233,11 +246,12 @@ class Agent:
         else:
             self.client = ChatClient(base_url, model, key, label="agent")
             self._owns_client = True
-        self.dashr = dashr
-        self.shell = shell
-        self.namespace: dict[str, Any] = (
-            shell.user_ns if shell is not None else namespace if namespace is not None else {}
+        self.host: AgentHost = (
+            DashrHost(host, shell=shell, namespace=namespace) if isinstance(host, Dashr) else host
         )
+        self.dashr: Dashr | None = host if isinstance(host, Dashr) else None
+        """The session when it lives in this process (None for a remote host)."""
+        self.shell = shell
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.tool_output_max_chars = tool_output_max_chars
@@ -248,12 +262,15 @@ class Agent:
         self._running = False
         self._schema = run_cell_schema(tool_output_max_chars)
         self._install_schema()
-        self._bind_names()
 
     def __repr__(self) -> str:
         # Tolerates a half-built agent: a traceback shown with its locals reprs __init__'s self.
-        if not all(hasattr(self, a) for a in ("client", "dashr", "shell", "max_steps")):
+        if not all(hasattr(self, a) for a in ("client", "host", "shell", "max_steps")):
             return "<Agent (not initialised)>"
+        if self.dashr is None:
+            return (
+                f"<Agent model={self.client.model!r} on {self.host!r}, max_steps={self.max_steps}>"
+            )
         where = "IPython shell" if self.shell is not None else "plain namespace"
         return (
             f"<Agent model={self.client.model!r} session={self.dashr.session.id} ({where}), "
@@ -263,25 +280,30 @@ class Agent:
     def close(self) -> None:
         """Close the HTTP client when the agent created it; withdraw its ``run_cell`` schema.
 
-        The schema leaves ``dashr.extra_tools`` only while it is still this agent's (another
-        agent may have replaced it since).
+        The schema leaves the host's ``extra_tools`` only while it is still this agent's
+        (another agent may have replaced it since); a remote host's list holds copies, so
+        there an entry equal to this agent's schema leaves.
         """
-        tools = self.dashr.extra_tools
-        tools[:] = [t for t in tools if t is not self._schema]
+        tools = self.host.extra_tools
+        local = self.dashr is not None
+        kept = [t for t in tools if (t is not self._schema if local else t != self._schema)]
+        if len(kept) != len(tools):
+            self.host.extra_tools = kept
         if self._owns_client:
             self.client.close()
 
     def _install_schema(self) -> None:
-        """Make this agent's schema the one ``run_cell`` entry of ``dashr.extra_tools``.
+        """Make this agent's schema the one ``run_cell`` entry of the host's ``extra_tools``.
 
         The meter counts ``extra_tools`` in every request's envelope; the schema depends on
         ``tool_output_max_chars``, so an earlier agent's entry is replaced, not added to.
         """
-        tools = self.dashr.extra_tools
-        kept = [t for t in tools if _tool_name(t) != RUN_CELL]
-        at = next((i for i, t in enumerate(tools) if _tool_name(t) == RUN_CELL), len(kept))
+        tools = self.host.extra_tools
+        kept = [t for t in tools if tool_name(t) != RUN_CELL]
+        at = next((i for i, t in enumerate(tools) if tool_name(t) == RUN_CELL), len(kept))
         kept.insert(at, self._schema)
-        tools[:] = kept
+        if kept != tools or self.dashr is not None:
+            self.host.extra_tools = kept
 
     def __enter__(self) -> Agent:
         return self
@@ -291,7 +313,7 @@ class Agent:
 
     def tools(self) -> list[dict[str, Any]]:
         """The ``tools`` of the next request: ``run_cell``, then the recall tools if offered."""
-        return [run_cell_schema(self.tool_output_max_chars), *self.dashr.tool_schemas()]
+        return [run_cell_schema(self.tool_output_max_chars), *self.host.tool_schemas()]
 
     # ------------------------------------------------------------------ a turn
 
@@ -299,13 +321,13 @@ class Agent:
         """Work on ``user_text`` until the model answers without a tool call or steps run out.
 
         The turn ends ``completed`` (an answer without a tool call) or ``max-steps``. Each
-        step is ``begin_step``; ``dashr.request_messages()`` (the pressure check, which may
+        step is ``begin_step``; ``host.request_messages()`` (the pressure check, which may
         compact, plus the post-compaction pointer); the request; the provider's ``usage``
-        through ``dashr.report_usage``; the assistant message; one result per tool call;
+        through ``host.report_usage``; the assistant message; one result per tool call;
         ``end_step``. Every message goes through the session, with explicit markers.
 
         When the provider answers that the request is too long
-        (:attr:`~dashr_ext.errors.EndpointError.context_length`), ``dashr.handle_overflow()``
+        (:attr:`~dashr_ext.errors.EndpointError.context_length`), ``host.handle_overflow()``
         runs and, when it reduced the context, the request is sent again exactly once;
         otherwise, or when the retry fails too, the :class:`~dashr_ext.errors.EndpointError`
         is raised. Any exception, ``KeyboardInterrupt`` included, leaves a consistent log
@@ -324,26 +346,26 @@ class Agent:
             self._running = False
 
     def _run_turn(self, user_text: str) -> AgentReply:
-        session = self.dashr.session
+        host = self.host
         self._install_schema()  # closed and reused, or another agent's schema since
         self._close_turn("interrupted", "the process running this turn stopped")
         self._install_system_prompt()
-        start = len(session)
-        session.begin_turn()
-        turn = session.open_turn or 0
+        start = len(host)
+        host.begin_turn()
+        turn = host.open_turn or 0
         steps: list[StepReport] = []
         text = ""
         try:
-            self.dashr.record_openai({"role": "user", "content": user_text})
+            host.record_openai({"role": "user", "content": user_text})
             for _ in range(self.max_steps):
                 report, text, done = self._step(turn)
                 steps.append(report)
                 if self.on_event is not None:
                     self.on_event(report)
                 if done:
-                    session.end_turn("completed")
+                    host.end_turn("completed")
                     return self._reply(text, "completed", turn, steps, start)
-            session.end_turn("max-steps")
+            host.end_turn("max-steps")
             return self._reply(text, "max-steps", turn, steps, start)
         except BaseException as exc:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
@@ -355,23 +377,24 @@ class Agent:
 
     def _step(self, turn: int) -> tuple[StepReport, str, bool]:
         """One step: request, assistant message, tool results. (report, text, turn done)."""
-        session = self.dashr.session
-        session.begin_step()
-        step = session.open_step[1] if session.open_step is not None else 0
-        watch = len(session)
+        host = self.host
+        host.begin_step()
+        open_step = host.open_step
+        step = open_step[1] if open_step is not None else 0
+        watch = len(host)
         exchange = self._request()
-        compacted, compaction_errors = _compactions(self.dashr, watch)
-        self.dashr.record_openai(exchange.message)
+        compacted, compaction_errors = host.compactions(watch)
+        host.record_openai(exchange.message)
         failed: list[bool] = []
         for call in exchange.calls:
             text, is_error, interrupted = self._run_tool(call)
-            session.append_tool_result(
+            host.append_tool_result(
                 call.id, text, tool_name=call.name, is_error=is_error or interrupted
             )
             failed.append(is_error or interrupted)
             if interrupted:
                 raise KeyboardInterrupt
-        session.end_step()
+        host.end_step()
         report = StepReport(
             turn=turn,
             step=step,
@@ -389,31 +412,31 @@ class Agent:
     def _reply(
         self, text: str, reason: TurnEndReason, turn: int, steps: list[StepReport], start: int
     ) -> AgentReply:
-        compacted, _ = _compactions(self.dashr, start)
+        compacted, _ = self.host.compactions(start)
         return AgentReply(text, reason=reason, turn=turn, steps=tuple(steps), checkpoints=compacted)
 
     # ------------------------------------------------------------------ one request
 
     def _request(self) -> _Exchange:
-        dashr = self.dashr
-        messages = dashr.request_messages()
-        tokens = dashr.measure().total
+        host = self.host
+        messages = host.request_messages()
+        tokens = host.measure().total
         overflow_retry = False
         try:
             data = self.client.complete(self._body(messages), purpose=PURPOSE)
         except EndpointError as exc:
-            if not exc.context_length or not dashr.handle_overflow():
+            if not exc.context_length or not host.handle_overflow():
                 raise
             overflow_retry = True
-            messages = dashr.request_messages()
-            tokens = dashr.measure().total
+            messages = host.request_messages()
+            tokens = host.measure().total
             data = self.client.complete(self._body(messages), purpose=PURPOSE)
         message, calls = self._assistant_message(data)
         usage = data.get("usage")
         prompt_tokens = _usage_int(usage, "prompt_tokens")
         if prompt_tokens is not None:
             # Before the assistant message is recorded: the report describes the request.
-            dashr.report_usage(prompt_tokens, _usage_int(usage, "completion_tokens"))
+            host.report_usage(prompt_tokens, _usage_int(usage, "completion_tokens"))
         return _Exchange(message, calls, tokens, prompt_tokens, overflow_retry)
 
     def _body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -470,7 +493,8 @@ class Agent:
         """Tool calls with ids unique in the session and arguments that are JSON objects."""
         if not isinstance(raw, list):
             return ()
-        session = self.dashr.session
+        host = self.host
+        length: int | None = None  # over a remote host, len() is a round trip: only if needed
         used: set[str] = set()
         calls: list[_Call] = []
         for i, item in enumerate(raw):
@@ -482,9 +506,10 @@ class Agent:
             arguments, problem = _call_arguments(function.get("arguments"))
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
-                call_id = f"call_{len(session)}_{i}"
+                length = len(host) if length is None else length
+                call_id = f"call_{length}_{i}"
             base, n = call_id, 1
-            while call_id in used or session.tool_call_seq(call_id) is not None:
+            while call_id in used or host.tool_call_seq(call_id) is not None:
                 n += 1
                 call_id = f"{base}~{n}"
             used.add(call_id)
@@ -508,7 +533,7 @@ class Agent:
                     True,
                     False,
                 )
-            output = run_cell(code, shell=self.shell, namespace=self.namespace)
+            output = self.host.run_cell(code)
             # Keys are scrubbed before the cut, which could split one (SPEC §12).
             return (
                 truncate_output(scrub_keys(output.text), self.tool_output_max_chars),
@@ -517,7 +542,7 @@ class Agent:
             )
         if call.name in TOOL_NAMES:
             try:
-                text = self.dashr.call_tool(call.name, arguments)
+                text = self.host.call_tool(call.name, arguments)
             except RecallError as exc:
                 return f"error: {exc}", True, False
             return truncate_output(scrub_keys(text), self.tool_output_max_chars), False, False
@@ -526,40 +551,29 @@ class Agent:
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _bind_names(self) -> None:
-        """Bind the archive and recall helpers where cells run, unless already this session's."""
-        if self.namespace.get("dashr_compaction_archive") is self.dashr.archive:
-            return
-        values = (
-            self.dashr.archive,
-            self.dashr.history_outline,
-            self.dashr.history_read,
-            self.dashr.history_search,
-        )
-        self.namespace.update(zip(ARCHIVE_NAMES, values, strict=True))
-
     def _install_system_prompt(self) -> None:
-        session = self.dashr.session
+        host = self.host
+        current = host.system_prompt
         wanted = self.system_prompt
-        if wanted is None and session.system_prompt is None:
+        if wanted is None and current is None:
             wanted = render("agent", tool_output_max_chars=self.tool_output_max_chars).strip()
-        if wanted is not None and wanted != session.system_prompt:
-            self.dashr.record_openai({"role": "system", "content": wanted})
+        if wanted is not None and wanted != current:
+            host.record_openai({"role": "system", "content": wanted})
 
     def _close_turn(self, reason: str, why: str) -> None:
         """Answer every tool call still waiting for a result, then end the open turn."""
-        session = self.dashr.session
-        if session.read_only:
+        host = self.host
+        if host.read_only:
             return
-        for call_id in session.pending_tool_calls():
-            session.append_tool_result(
+        for call_id in host.pending_tool_calls():
+            host.append_tool_result(
                 call_id,
                 f"[{reason}: {why} before this tool call finished; it may not have run, "
                 "or run only in part]",
                 is_error=True,
             )
-        if session.open_turn is not None:
-            session.end_turn(reason)
+        if host.open_turn is not None:
+            host.end_turn(reason)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -601,17 +615,3 @@ def _call_arguments(raw: object) -> tuple[str, str | None]:
 def _usage_int(usage: object, key: str) -> int | None:
     value = usage.get(key) if isinstance(usage, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _compactions(dashr: Dashr, since: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Checkpoints committed and pass errors logged from seq ``since`` on."""
-    events = dashr.session.events
-    committed: list[str] = []
-    errors: list[str] = []
-    for event in events[since:]:
-        checkpoint = checkpoint_of(event)
-        if checkpoint is not None:
-            committed.append(checkpoint)
-        elif event.type == "compaction/end" and "error" in event.data:
-            errors.append(str(event.data["error"]))
-    return tuple(committed), tuple(errors)

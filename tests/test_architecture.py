@@ -38,6 +38,7 @@ LOG_LAYER = {
 ABOVE_COMPACTION = (
     "dashr_ext._recall",
     "dashr_ext.agent",
+    "dashr_ext._agent_host",
     "dashr_ext.bridge",
     "dashr_ext._bridge",
     "dashr_ext._magics",
@@ -167,6 +168,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dashr_ext",
             "dashr_ext.agent",
+            "dashr_ext._agent_host",
             "dashr_ext.bridge",
             "dashr_ext.testing",
             "dashr_ext._bridge",
