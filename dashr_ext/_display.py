@@ -323,6 +323,8 @@ def _still_above(c: Dashr) -> str | None:
 EXCERPT_LINES = 8
 """Lines of a tool's output a step shows (the last ones for an error: the exception ends it)."""
 EXCERPT_LINE_CHARS = 200
+_PRE = "font-family:monospace;line-height:1.25;"
+"""Inline, so a page without a notebook's stylesheet (an HTML export) shows code as code."""
 
 
 @dataclass(frozen=True)
@@ -389,12 +391,12 @@ class StepView:
                 out.append(_highlighted(call.code))
             else:
                 out.append(
-                    f'<pre style="margin:0.2em 0"><b>{esc(call.name)}</b> '
+                    f'<pre style="{_PRE}margin:0.2em 0"><b>{esc(call.name)}</b> '
                     f"{esc(call.arguments)}</pre>"
                 )
-            style = "color:#b22222;" if call.is_error else "color:#444;"
+            color = "#b22222" if call.is_error else "#444"
             out.append(
-                f'<pre class="dashr-output" style="{style}margin:0.2em 0 0.6em 0;'
+                f'<pre class="dashr-output" style="{_PRE}color:{color};margin:0.2em 0 0.6em 0;'
                 f'border-left:3px solid #ddd;padding-left:0.6em">{esc(call.output)}</pre>'
             )
             out.append("</div>")
@@ -460,8 +462,8 @@ def _highlighted(code: str) -> str:
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
     except ImportError:  # pragma: no cover - IPython brings pygments
-        return f'<pre style="margin:0.2em 0">{html.escape(code)}</pre>'
-    formatter = HtmlFormatter(noclasses=True, cssstyles="margin:0.2em 0")
+        return f'<pre style="{_PRE}margin:0.2em 0">{html.escape(code)}</pre>'
+    formatter = HtmlFormatter(noclasses=True, cssstyles="margin:0.2em 0", prestyles=_PRE)
     return str(highlight(code, PythonLexer(), formatter))
 
 

@@ -88,7 +88,7 @@ class ProgressView:
             f'style="font-family:monospace;color:{color}">{mark} {esc(self.headline)}'
         ]
         if self.retries:
-            out.append('<ul style="margin:0.2em 0 0 1.5em;padding:0">')
+            out.append('<ul style="margin:0.2em 0 0 1.5em;padding:0;color:#555">')
             out.extend(f"<li>{esc(line)}</li>" for line in self.retries)
             out.append("</ul>")
         out.append("</div>")

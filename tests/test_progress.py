@@ -456,7 +456,7 @@ def test_agent_steps_show_the_code_and_an_output_excerpt_and_the_answer_as_markd
     assert ">[0.0, 1.0, 1.4142135623730951]</pre>" in html
     assert "  error:\n" in second["text/plain"]
     assert second["text/plain"].endswith("ZeroDivisionError: division by zero")
-    assert 'style="color:#b22222;' in second["text/html"]
+    assert "color:#b22222;" in second["text/html"]
     assert re.fullmatch(r"step 3: answer · ~\d+ tokens", third["text/plain"])
     assert third["text/html"].startswith('<div class="dashr-step">')
     assert isinstance(reply, MarkdownReply) and reply == "**Done**: see `rows`."
