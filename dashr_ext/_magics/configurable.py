@@ -441,7 +441,8 @@ class Dashr(Magics):
         with history_read and dashr_compaction_archive. --prune-only runs one prune pass
         instead: every tool output and assistant text above the pruning threshold outside
         the retained tail, and any oversize message. When the request is still above the
-        trigger afterwards, a note says by how much and why.
+        trigger afterwards, a note says by how much and why. A pass longer than a second
+        shows its progress: the phase, and each retry of the endpoint with its reason.
 
         Examples::
 
@@ -542,8 +543,9 @@ class Dashr(Magics):
         The agent calls the model at Dashr.agent_base_url / Dashr.agent_model (or env
         DASHR_BASE_URL / DASHR_MODEL; key from DASHR_API_KEY), runs the code it asks for
         with run_cell in this kernel, compacts before every request and reads compacted
-        history back with the recall tools or dashr_compaction_archive. One progress line
-        per step; the cell's result is the agent's final answer.
+        history back with the recall tools or dashr_compaction_archive. Each step shows its
+        line, the code run_cell ran and an excerpt of its output; slow passes and retried
+        requests show their progress; the cell's result is the final answer (as Markdown).
 
         Examples::
 
