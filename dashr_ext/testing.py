@@ -91,6 +91,7 @@ __all__ = [
     "read_archive",
     "server_error",
     "slow",
+    "stations_task",
     "stream_chunks",
 ]
 
@@ -388,6 +389,62 @@ def read_archive(
         return call_run_cell(code.replace("{checkpoint}", checkpoint), content=content)(request)
 
     return respond
+
+
+# --------------------------------------------------------------------------- a scripted task
+
+_STATION_SETUP = """\
+import hashlib, random, statistics
+
+def load_station(name, n=14):
+    \"\"\"A simulated sensor feed: a calibration header, then one reading per line.\"\"\"
+    rng = random.Random(name)
+    print(f"station {name} | calibration {hashlib.sha1(name.encode()).hexdigest()[:10]}")
+    rows = [round(rng.gauss(21.0, 1.8), 2) for _ in range(n)]
+    for minute, celsius in enumerate(rows):
+        print(f"  {name} t+{minute:02d}min {celsius:6.2f} C  rh={rng.randint(30, 70)}%")
+    return rows
+
+readings = {}
+readings["north-1"] = load_station("north-1")"""
+_STATION_MEANS = """\
+means = {name: statistics.mean(rows) for name, rows in readings.items()}
+print(", ".join(f"{name} {mean:.2f}" for name, mean in means.items()))"""
+_WALK_BACK = """\
+entry = dashr_compaction_archive["{checkpoint}"]
+while entry["prior_checkpoints"]:  # back to the oldest checkpoint
+    entry = dashr_compaction_archive[entry["prior_checkpoints"][0]["checkpoint"]]
+print(entry["tool_results"][0]["text"])"""
+
+
+def stations_task() -> list[tuple[str, list[Computed]]]:
+    """The notebooks' scripted task: ``[(user prompt, responders of that turn), ...]``.
+
+    Turn 1 loads eight simulated weather stations with ``run_cell`` (each prints a
+    calibration header and fourteen readings: output that fills a small window) and reports
+    the means. Turn 2 asks for the first station's calibration code, which by then only the
+    archive holds: the model takes the checkpoint id from the footer it was shown, walks back
+    through ``prior_checkpoints`` to the oldest entry and quotes what that cell printed.
+    """
+    stations = ["north-2", "east-1", "east-2", "south-1", "south-2", "west-1", "west-2"]
+
+    def quote_calibration(request: RecordedRequest) -> str:
+        found = re.search(r"station (\S+) \| calibration (\w+)", last_tool_result(request) or "")
+        return (
+            f"The first station, {found[1]}, printed calibration code {found[2]}." if found else "?"
+        )
+
+    load = [
+        call_run_cell(_STATION_SETUP, content="I'll define a loader and start with north-1."),
+        *(call_run_cell(f'readings["{s}"] = load_station("{s}")') for s in stations),
+        call_run_cell(_STATION_MEANS),
+        answer(lambda request: "Mean temperatures (°C): " + (last_tool_result(request) or "")),
+    ]
+    recall = [read_archive(_WALK_BACK), answer(quote_calibration)]
+    return [
+        ("Load the eight weather stations and report their mean temperatures.", load),
+        ("Which calibration code did the first station print?", recall),
+    ]
 
 
 # --------------------------------------------------------------------------- the server

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
 from dashr_ext._controller import Dashr
 from dashr_ext._events import ContentBlock, Event, EventSpec, block_to_json, text_blocks
@@ -126,3 +129,14 @@ def orphan_results(messages: list[dict[str, Any]]) -> list[str]:
                 problems.append(m["tool_call_id"])
             calls.discard(m["tool_call_id"])
     return problems
+
+
+class ThisInterpreter(KernelSpecManager):
+    """Kernels of the interpreter running the tests, whatever kernelspecs are installed."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return KernelSpec(
+            argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            display_name="Python (tests)",
+            language="python",
+        )

@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from helpers import ThisInterpreter
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.jsonutil import json_default
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from dashr_ext import Dashr
@@ -36,17 +36,6 @@ from dashr_ext.errors import (
 pytestmark = pytest.mark.slow
 
 TIMEOUT = 60.0
-
-
-class ThisInterpreter(KernelSpecManager):
-    """Kernels of the interpreter running the tests, whatever kernelspecs are installed."""
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return KernelSpec(
-            argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            display_name="Python (tests)",
-            language="python",
-        )
 
 
 @dataclass

@@ -529,16 +529,8 @@ Agent(d, base_url=server.base_url, model="scripted-model", shell=get_ipython()).
 def test_a_kernel_killed_inside_run_cell_leaves_a_call_reopening_closes(
     tmp_path: Path, server: ScriptedServer
 ) -> None:
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from helpers import ThisInterpreter
     from jupyter_client.manager import KernelManager
-
-    class ThisInterpreter(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-            return KernelSpec(
-                argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                display_name="Python (tests)",
-                language="python",
-            )
 
     path, ready = tmp_path / "kernel.jsonl", tmp_path / "ready"
     manager = KernelManager(kernel_name="tests", kernel_spec_manager=ThisInterpreter())

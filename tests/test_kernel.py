@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ThisInterpreter
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from dashr_ext import Dashr
@@ -83,17 +83,6 @@ class Kernel:
     def restart(self) -> None:
         self.manager.restart_kernel(now=True)
         self.client.wait_for_ready(timeout=60)
-
-
-class ThisInterpreter(KernelSpecManager):
-    """Kernels of the interpreter running the tests, whatever kernelspecs are installed."""
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return KernelSpec(
-            argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            display_name="Python (tests)",
-            language="python",
-        )
 
 
 @pytest.fixture(scope="module")

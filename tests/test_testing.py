@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -119,3 +120,27 @@ def test_a_completion_scripted_without_usage_reports_the_size_of_the_request() -
     usage = response.json()["usage"]
     assert usage["prompt_tokens"] == prompt_tokens(server.requests[0]) > 4
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def test_the_stations_task_runs_the_agent_through_a_compaction_and_an_archive_read(
+    tmp_path: Path,
+) -> None:
+    from dashr_ext import CompactionConfig, Dashr
+    from dashr_ext.agent import Agent
+    from dashr_ext.testing import ScriptedServer, stations_task
+
+    task = stations_task()
+    assert [len(replies) for _prompt, replies in task] == [10, 2]
+    server = ScriptedServer().script(*(r for _p, replies in task for r in replies)).start()
+    config = CompactionConfig(recency_window_tokens=2500, retain_tokens=600)
+    try:
+        with Dashr.create(tmp_path / "s.jsonl", config=config) as d:
+            agent = Agent(d, base_url=server.base_url, model="m", api_key=None, namespace={})
+            replies = [agent.run_turn(prompt) for prompt, _replies in task]
+            agent.close()
+            assert replies[0].checkpoints and replies[0].startswith("Mean temperatures")
+            assert replies[1] == (
+                "The first station, north-1, printed calibration code d1d73e65c1."
+            )
+    finally:
+        server.stop()
