@@ -463,7 +463,9 @@ def _highlighted(code: str) -> str:
         from pygments.lexers import PythonLexer
     except ImportError:  # pragma: no cover - IPython brings pygments
         return f'<pre style="{_PRE}margin:0.2em 0">{html.escape(code)}</pre>'
-    formatter = HtmlFormatter(noclasses=True, cssstyles="margin:0.2em 0", prestyles=_PRE)
+    formatter = HtmlFormatter(
+        noclasses=True, cssstyles="margin:0.2em 0", prestyles="font-family:monospace"
+    )
     return str(highlight(code, PythonLexer(), formatter))
 
 
