@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 if TYPE_CHECKING:
     from ._client import ChatClient, RetryNotice
     from ._controller import Dashr
+    from ._events import Event
     from ._session import Session
 
 __all__ = ["DEFAULT_DELAY_S", "LineSink", "Progress", "ProgressView", "Sink", "thread_timer"]
@@ -131,7 +132,8 @@ class _Work:
     status: str
     phase: str = ""
     mark: int = 0
-    """Log length at the latest phase: a ``compaction/end`` from here on ends the pass."""
+    """Log length at the latest phase or first retry: what the log shows from here on
+    belongs to this work (a failed ``compaction/end``, the answered request's reply)."""
     state: State = "running"
     retries: list[str] = field(default_factory=list)
     sink: Sink | None = None
@@ -194,6 +196,7 @@ class Progress:
             if work is None or work.state != "running":
                 work = self._start("request", notice.label)
                 work.status = f"retrying the {notice.label} request"
+                work.mark = len(self.session) if self.session is not None else 0
             work.retries.append(notice.text)
             if notice.gave_up and work.kind == "request":
                 self._close(
@@ -279,11 +282,8 @@ class Progress:
         with self._lock:
             if work is not self._work or work.state != "running":
                 return
-            failure = self._logged_failure(work)
-            if failure is not None:
-                if work.sink is None:
-                    work.sink = self._make_sink()
-                self._close(work, "failed", f"compaction failed: {failure}")
+            if self._logged_end(work):
+                self.end()  # shown only if it already was: work that ended fast shows nothing
                 return
             if work.sink is None:
                 work.sink = self._make_sink()
@@ -308,15 +308,27 @@ class Progress:
 
     def _logged_failure(self, work: _Work) -> str | None:
         """The error of a pass end logged since the work's latest phase, if any."""
-        session = self.session
-        if work.kind != "compaction" or session is None:
+        if work.kind != "compaction":
             return None
-        events = session.events
-        for seq in range(work.mark, len(events)):
-            event = events[seq]
+        for event in self._logged_since(work):
             if event.type == "compaction/end" and "error" in event.data:
                 return str(event.data["error"])
         return None
+
+    def _logged_end(self, work: _Work) -> bool:
+        """Whether the log shows the work over: a failed pass, or an answered request (its
+        reply recorded; the caller may run the tools it asked for long after)."""
+        if work.kind == "compaction":
+            return self._logged_failure(work) is not None
+        return any(event.type == "assistant/message" for event in self._logged_since(work))
+
+    def _logged_since(self, work: _Work) -> Iterator[Event]:
+        session = self.session
+        if session is None:
+            return
+        events = session.events
+        for seq in range(work.mark, len(events)):
+            yield events[seq]
 
 
 class _Both:

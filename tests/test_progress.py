@@ -233,6 +233,30 @@ def test_retries_outside_a_pass_are_a_request_that_ends_with_its_step(tracked: T
     )
 
 
+def test_a_retried_request_ends_when_its_reply_is_logged_not_when_its_tools_finish(
+    tracked: Tracked,
+) -> None:
+    p, log = tracked.progress, FakeLog()
+    p.session = log  # type: ignore[assignment]
+    p.retry(notice("agent"))
+    log.events.append(FakeEvent("assistant/message", {}))  # answered at once
+    tracked.clock.now = 1.0
+    tracked.timers.fire()
+    assert tracked.sinks == [] and tracked.timers.live == 0  # fast: nothing shown
+
+    p.retry(notice("agent"))
+    tracked.clock.now = 2.0
+    tracked.timers.fire()
+    log.events.append(FakeEvent("assistant/message", {}))  # then run_cell runs for a while
+    tracked.clock.now = 3.0
+    tracked.timers.fire()
+    assert [(v.state, v.status) for v in tracked.views] == [
+        ("running", "retrying the agent request"),
+        ("done", "agent request went through after 1 retry"),
+    ]
+    assert tracked.timers.live == 0
+
+
 def test_a_new_pass_while_one_shows_starts_a_new_display(tracked: Tracked) -> None:
     p = tracked.progress
     p.phase("summarizing", "1 region")
