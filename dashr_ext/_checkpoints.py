@@ -37,15 +37,50 @@ def is_checkpoint(event: Event) -> bool:
     return event.type == "user/message" and event.message.source_kind == CHECKPOINT_SOURCE
 
 
-def checkpoint_of(event: Event) -> str | None:
-    """The checkpoint id of a checkpoint node, or None for any other event."""
+def checkpoint_of(event: Event, events: Sequence[Event] | None = None) -> str | None:
+    """The checkpoint id of a checkpoint node, or None for any other event.
+
+    The id is the node's ``source.checkpoint``. A node that carries only the source kind (the
+    minimum SPEC §3.1.1 requires, as other tools writing this vocabulary do) gets the id of
+    its pass's ``compaction/summary`` event, found in the log's ``events`` when given.
+    """
     if event.type != "user/message":
         return None
     source = event.message.source
     if source.get("kind") != CHECKPOINT_SOURCE:
         return None
     checkpoint = source.get("checkpoint")
-    return checkpoint if isinstance(checkpoint, str) else None
+    if isinstance(checkpoint, str):
+        return checkpoint
+    return _derived_checkpoint(event, events) if events is not None else None
+
+
+def _derived_checkpoint(node: Event, events: Sequence[Event]) -> str | None:
+    """``c<seq>`` of the ``compaction/summary`` event behind a checkpoint node without an id.
+
+    That is the summary event among the seqs the node's ``sourceEventSeqs`` name (this package
+    lists it there), else the nearest earlier summary of the same pass (back to its
+    ``compaction/start``) whose ``shadowedSeqs`` the node replaces.
+    """
+    sources = node.source_event_seqs or ()
+    for seq in sorted(sources, reverse=True):
+        if 0 <= seq < node.seq and events[seq].type == "compaction/summary":
+            return f"c{seq}"
+    replaced = set(sources)
+    for seq in range(min(node.seq, len(events)) - 1, -1, -1):
+        event = events[seq]
+        if event.type == "compaction/start":
+            break
+        if event.type == "compaction/summary":
+            shadowed = event.data.get("shadowedSeqs")
+            if (
+                isinstance(shadowed, list)
+                and shadowed
+                and all(type(s) is int for s in shadowed)
+                and replaced.issuperset(shadowed)
+            ):
+                return f"c{seq}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -83,7 +118,7 @@ class CheckpointIndex:
         events = log.events
         changed = False
         for seq in range(self._seen, len(events)):
-            checkpoint = checkpoint_of(events[seq])
+            checkpoint = checkpoint_of(events[seq], events)
             summary_seq = _summary_seq(checkpoint)
             if checkpoint is None or summary_seq is None or summary_seq >= seq:
                 continue

@@ -1,18 +1,20 @@
-"""``dashr``: work with session files from the command line.
+"""``dashr`` (also ``python -m dashr_ext``): work with session files from the command line.
 
-    dashr demo                         build, compact and recall a realistic demo session
+    dashr demo [--out FILE]            build, compact and recall a realistic demo session
     dashr inspect FILE                 events, turns, checkpoints, surface tokens
     dashr outline FILE                 the history_outline text
     dashr read FILE c42 | --seq N | --cursor TOKEN
     dashr search FILE QUERY [--checkpoint c42] [--limit N]
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
-    dashr import FILE --format openai [-o OUT.jsonl]
+    dashr import FILE [--format openai] [-o OUT.jsonl]
     dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
 
-Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input).
-``dashr compact`` exits with status 3 when its passes are committed but the request is still
-above the trigger; one line on stderr says by how much and why. A pass longer than a second
-prints one stderr line per phase (``dashr compact: summarizing 1 region (1.0 s)``).
+Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input); they
+name ``dashr`` commands and flags, not the Python calls behind them. ``dashr compact`` exits
+with status 3 when its passes are committed but the request is still above the trigger; one
+line on stderr says by how much and why. A pass longer than a second prints one stderr line
+per phase (``dashr compact: summarizing 1 region (1.0 s)``). Output piped into a reader
+that stops early (``dashr outline FILE | head``) ends quietly with status 0.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shlex
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._config import ENGINES, CompactionConfig
+from ._config import ENGINES, CompactionConfig, RecallConfig
 from ._progress import LineSink, Progress
 from .errors import DashrError
 
@@ -43,6 +47,24 @@ __all__ = ["main"]
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, no usage dump
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _UsageError(Exception):
+    """Arguments that parse but do not go together: status 2, like argparse's own errors."""
+
+
+def _count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {text}")
+        return value
+
+    parse.__name__ = "int"  # argparse names it: "invalid int value: 'x'", as for type=int
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,14 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     read = sub.add_parser("read", help="read a checkpoint's originals, or forward from a seq")
     read.add_argument("file", type=Path)
     read.add_argument("checkpoint", nargs="?", help="checkpoint id, e.g. c42")
-    read.add_argument("--seq", type=int)
-    read.add_argument("--cursor")
+    read.add_argument("--seq", type=_count(0), help="read forward from this event seq")
+    read.add_argument("--cursor", help="the token after 'cursor:' on a previous page")
 
     search = sub.add_parser("search", help="literal, case-insensitive search of the history")
     search.add_argument("file", type=Path)
     search.add_argument("query")
     search.add_argument("--checkpoint")
-    search.add_argument("--limit", type=int)
+    search.add_argument("--limit", type=_count(1, RecallConfig().search_max_hits))
 
     compact = sub.add_parser(
         "compact",
@@ -96,25 +118,42 @@ def _parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", help="turn OpenAI chat messages into a session file")
     imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
-    imp.add_argument("--format", required=True, choices=["openai"])
+    imp.add_argument("--format", default="openai", choices=["openai"], help="(default: openai)")
     imp.add_argument("-o", "--output", type=Path, help="session file to write")
     _agent_parser(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one command; its exit status."""
+    try:
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit:
+            sys.stdout.flush()  # `dashr --help | head`: a reader gone away shows here
+            raise
+        return _run(args)
+    except BrokenPipeError:
+        # The reader went away (`dashr outline f | head`): it took what it wanted, so stop
+        # quietly and successfully, as `cat` or `grep` do.
+        _drop_stdout()
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     handler = _COMMANDS[args.command]
     try:
         code = handler(args)
         sys.stdout.flush()  # a reader gone away shows here, not at the interpreter's exit
         return code
     except BrokenPipeError:
-        # The reader went away (`dashr outline f | head`): stop quietly, as other tools do.
-        _drop_stdout()
-        return 141
+        raise  # an OSError, but not a bad input: main() ends quietly
+    except _UsageError as exc:
+        print(f"dashr {args.command}: error: {exc} (see --help)", file=sys.stderr)
+        return 2
     except (DashrError, OSError, ValueError) as exc:
-        print(f"dashr {args.command}: {_one_line(exc)}", file=sys.stderr)
+        message = _cli_wording(_one_line(exc), getattr(args, "file", None))
+        print(f"dashr {args.command}: {message}", file=sys.stderr)
         return 1
 
 
@@ -139,6 +178,28 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename:
         text = f"no such file: {exc.filename}"
     return " ".join(text.split())
+
+
+_FLAGS = ("recency_window_tokens", "retain_tokens", "context_window_tokens")
+"""Settings the commands take as flags: an error names ``--retain-tokens``, not the field."""
+
+
+def _cli_wording(message: str, file: Path | None) -> str:
+    """``message`` with the Python calls and fields it names given as ``dashr`` commands."""
+    path = shlex.quote(str(file)) if file is not None else "FILE"
+    calls = (
+        (r"history_outline\(\)", lambda m: f"dashr outline {path}"),
+        (r'history_read\((?:checkpoint=)?"([cp]\d+)"\)', lambda m: f"dashr read {path} {m[1]}"),
+        (r"history_read\(seq=(\d+)\)", lambda m: f"dashr read {path} --seq {m[1]}"),
+        (r"history_read\(cursor=<[^>]*>\)", lambda m: f"dashr read {path} --cursor TOKEN"),
+        (r'history_search\(("[^"]*"|query)\)', lambda m: f"dashr search {path} {m[1]}"),
+        (r"\bhistory_read page\b", lambda m: "dashr read page"),
+    )
+    for pattern, command in calls:
+        message = re.sub(pattern, command, message)
+    for field in _FLAGS:
+        message = re.sub(rf"\b{field}\b", "--" + field.replace("_", "-"), message)
+    return message
 
 
 # --------------------------------------------------------------------------- commands
@@ -178,6 +239,20 @@ def _cmd_outline(args: argparse.Namespace) -> int:
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
+    given = [
+        name
+        for name, value in (
+            ("CHECKPOINT", args.checkpoint),
+            ("--seq", args.seq),
+            ("--cursor", args.cursor),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        got = "none" if not given else " and ".join(given)
+        raise _UsageError(
+            f"give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor TOKEN (got {got})"
+        )
     with _open_read_only(args.file) as d:
         print(d.history_read(checkpoint=args.checkpoint, seq=args.seq, cursor=args.cursor))
     return 0
@@ -305,9 +380,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 d.record_openai(message)
                 d.request_messages()
             _print_demo(d, demo_facts())
-        if args.out:
-            print(f"\nsession file: {path}")
+            first = next(iter(d.checkpoints()), None)
+    print()
+    print(*_try_next(args.out, first.id if first else None, demo_facts()["error"]), sep="\n")
     return 0
+
+
+def _try_next(out: Path | None, checkpoint: str | None, phrase: str) -> list[str]:
+    """The closing lines of ``dashr demo``: how to try the other commands on its session."""
+    if out is None:
+        return [
+            "the session was in a temporary directory (now removed): run "
+            "`dashr demo --out demo.jsonl` to keep it and try dashr inspect, outline, read, "
+            "search and compact on it"
+        ]
+    path = shlex.quote(str(out))
+    read = f"dashr read {path} {checkpoint}" if checkpoint else f"dashr read {path} --seq 0"
+    return [
+        f"session file: {out}",
+        "try the other commands on it:",
+        f"  dashr inspect {path}",
+        f"  dashr outline {path}",
+        f"  {read}",
+        f"  dashr search {path} {shlex.quote(phrase)}",
+    ]
 
 
 def _print_demo(d: Any, facts: dict[str, str]) -> None:

@@ -111,7 +111,7 @@ def pressure_series(
         node_sum += count
         seqs.append(event.seq)
         tokens.append(envelope + node_sum)
-        checkpoint = checkpoint_of(event)
+        checkpoint = checkpoint_of(event, session.events)
         if (
             isinstance(op, Replace)
             and not recallable

@@ -177,6 +177,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dashr_ext._display",
             "dashr_ext._plot",
             "dashr_ext._cli",
+            "dashr_ext.__main__",
             "dashr_ext._demo",
         ),
     ),

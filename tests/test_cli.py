@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -127,9 +128,7 @@ def test_every_command_on_a_corpus_session(
     [
         (["inspect", "/nonexistent/s.jsonl"], "dashr inspect: no such file: /nonexistent/s.jsonl"),
         (["read", "{demo}", "c999999"], "dashr read: unknown checkpoint 'c999999'"),
-        (["read", "{demo}"], "dashr read: "),
         (["search", "{demo}", "   "], "dashr search: "),
-        (["search", "{demo}", "x", "--limit", "0"], "dashr search: "),
         (["import", "{bad}", "--format", "openai"], "dashr import: "),
     ],
 )
@@ -191,11 +190,11 @@ def test_demo_that_never_compacts_prints_the_outline_and_says_so(
     [
         (
             ["--recency-window-tokens", "0"],
-            "dashr demo: recency_window_tokens: expected an integer >= 1, got 0\n",
+            "dashr demo: --recency-window-tokens: expected an integer >= 1, got 0\n",
         ),
         (
             ["--recency-window-tokens", "3000", "--retain-tokens", "5000"],
-            "dashr demo: retain_tokens: expected fewer tokens than recency_window_tokens "
+            "dashr demo: --retain-tokens: expected fewer tokens than --recency-window-tokens "
             "(3000), got 5000\n",
         ),
     ],
@@ -544,3 +543,172 @@ def test_compact_piped_into_head_stays_quiet_and_keeps_its_status(
         assert done.returncode == 3
         assert done.stderr.startswith("dashr compact: the request is still above the trigger: ")
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------- polish
+
+
+def dashr(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m dashr_ext ARGV`` in a fresh process."""
+    return subprocess.run(
+        [sys.executable, "-m", "dashr_ext", *argv],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_python_m_dashr_ext_works_like_dashr(
+    demo_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, outline, _ = run(capsys, "outline", str(demo_file))
+    done = dashr("outline", str(demo_file))
+    assert (done.returncode, done.stdout, done.stderr) == (0, outline, "")
+    helped = dashr("--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: dashr ")
+    assert "{demo,inspect,outline,read,search,compact,import}" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["outline", "{demo}"], ["read", "{demo}", "--seq", "0"], ["search", "{demo}", "retry"]],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_status_0(
+    argv: list[str], demo_file: Path
+) -> None:
+    # `true` reads nothing and exits at once, so every write meets a closed pipe.
+    command = " ".join(a.replace("{demo}", str(demo_file)) for a in argv)
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"'{sys.executable}' -m dashr_ext {command} | true; exit ${{PIPESTATUS[0]}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_import_reads_openai_messages_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps(MESSAGES))
+    out_file = tmp_path / "s.jsonl"
+    code, out, err = run(capsys, "import", str(source), "-o", str(out_file))
+    assert (code, err) == (0, "")
+    assert out == f"{out_file}: 7 events from 2 messages\n"
+
+
+def test_demo_says_how_to_keep_its_session_and_try_the_other_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    assert out.endswith(
+        "\nthe session was in a temporary directory (now removed): run "
+        "`dashr demo --out demo.jsonl` to keep it and try dashr inspect, outline, read, "
+        "search and compact on it\n"
+    )
+    path = tmp_path / "demo.jsonl"
+    code, out, _ = run(capsys, "demo", "--out", str(path))
+    tail = out.split(f"\nsession file: {path}\ntry the other commands on it:\n", 1)[1]
+    commands = [shlex.split(line) for line in tail.splitlines()]
+    assert [c[:2] for c in commands] == [
+        ["dashr", "inspect"],
+        ["dashr", "outline"],
+        ["dashr", "read"],
+        ["dashr", "search"],
+    ]
+    for command in commands:
+        code, shown, err = run(capsys, *command[1:])
+        assert (code, err) == (0, ""), command
+        assert "matched 0" not in shown and "unknown" not in shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["read", "{demo}", "c999999"],
+            "dashr read: unknown checkpoint 'c999999'; known checkpoints: {ids} "
+            "(dashr outline {demo} lists them)\n",
+        ),
+        (
+            ["read", "{empty}", "c1"],
+            "dashr read: unknown checkpoint 'c1': this session has no checkpoints yet (nothing "
+            "has been compacted); read its history with dashr read {empty} --seq 0\n",
+        ),
+        (
+            ["read", "{demo}", "--cursor", "zz"],
+            "dashr read: malformed cursor 'zz': expected the token after 'cursor:' on the last "
+            "line of a dashr read page, like 'c20@4:1200' (checkpoint c20, position 4, character "
+            "1200) or 's7@12:0' (the log from seq 7, next seq 12)\n",
+        ),
+    ],
+)
+def test_errors_name_cli_commands_not_python_calls(
+    argv: list[str],
+    message: str,
+    demo_file: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    imported = run(
+        capsys, "import", str(_messages_file(tmp_path)), "--format", "openai", "-o", str(empty)
+    )
+    assert imported[0] == 0
+    ids = ", ".join(
+        re.findall(r"^  (c\d+): shadows", run(capsys, "inspect", str(demo_file))[1], re.M)
+    )
+
+    def fill(text: str) -> str:
+        return (
+            text.replace("{demo}", str(demo_file))
+            .replace("{empty}", str(empty))
+            .replace("{ids}", ids)
+        )
+
+    assert run(capsys, *map(fill, argv)) == (1, "", fill(message))
+
+
+def _messages_file(directory: Path) -> Path:
+    path = directory / "messages.json"
+    path.write_text(json.dumps(MESSAGES))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["read", "{demo}"],
+            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor "
+            "TOKEN (got none) (see --help)\n",
+        ),
+        (
+            ["read", "{demo}", "c1", "--seq", "3"],
+            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor "
+            "TOKEN (got CHECKPOINT and --seq) (see --help)\n",
+        ),
+        (
+            ["read", "{demo}", "--seq", "-1"],
+            "dashr read: error: argument --seq: expected an integer >= 0, got -1 (see --help)\n",
+        ),
+        (
+            ["search", "{demo}", "x", "--limit", "0"],
+            "dashr search: error: argument --limit: expected an integer between 1 and 20, got 0 "
+            "(see --help)\n",
+        ),
+    ],
+)
+def test_arguments_that_do_not_go_together_are_usage_errors(
+    argv: list[str], message: str, demo_file: Path
+) -> None:
+    done = dashr(*(a.replace("{demo}", str(demo_file)) for a in argv))
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message)

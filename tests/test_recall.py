@@ -867,9 +867,10 @@ def test_results_are_plain_text_with_rich_display(d: Dashr) -> None:
     assert "<mark>retry budget</mark>" in html
     assert "<ol>" in html and html.count("<li>") == 3
     outline = d.recall.outline()._repr_html_()
-    assert outline.count("<table>") == 2 and "<td>superseded by c33</td>" in outline
+    left = '<td style="text-align:left;vertical-align:top">'
+    assert outline.count("<table>") == 2 and f"{left}superseded by c33</td>" in outline
     read = d.recall.read(checkpoint="c33")._repr_html_()
-    assert read.startswith('<pre class="dashr-recall">')
+    assert read.startswith('<div class="dashr-recall dashr-read" style="font-family:')
     assert "<compacted-summary>" not in read and "&lt;compacted-summary&gt;" in read
     assert d.recall.read(checkpoint="c33")._repr_html_() == read  # deterministic
     again = pickle.loads(pickle.dumps(search))
@@ -1040,7 +1041,8 @@ def test_distinctive_lines_of_shadowed_tool_results_are_found_and_read(path: Pat
     if not cps:
         pytest.skip(f"{path.stem} never compacts under a 20k recency window")
     owner = {seq: c.id for c in cps for seq in c.shadowed_seqs}
-    bodies = {e.seq: norm(event_body(e)) for e in d.session.events if e.is_surface}
+    # What search reads: the bodies with their tool calls' arguments decoded.
+    bodies = {e.seq: norm(event_body(e, decoded=True)) for e in d.session.events if e.is_surface}
     candidates: list[tuple[int, str]] = []
     for seq in sorted(owner):
         event = d.session.event(seq)

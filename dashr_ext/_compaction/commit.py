@@ -105,7 +105,7 @@ def rebuild_archive(
     Checkpoint entries come from ``compaction/summary`` events, pruned originals' entries
     (``p<seq>``) from the pruned nodes, in log order as they were written.
     """
-    committed = {checkpoint_of(e) for e in session.events} - {None}
+    committed = {checkpoint_of(e, session.events) for e in session.events} - {None}
     starts: dict[str, StartPayload] = {}
     for event in session.events:
         if event.type == "compaction/start":

@@ -41,6 +41,9 @@ class PlanView(Protocol):
     @property
     def system_message(self) -> Event | None: ...
 
+    @property
+    def events(self) -> Sequence[Event]: ...
+
     def event(self, seq: int) -> Event: ...
 
     def surface_events(self) -> Any: ...
@@ -113,7 +116,7 @@ def previous_summary(view: PlanView, span: Sequence[Event]) -> str | None:
     """The raw summaries of the checkpoints inside ``span`` (merged forward), or None."""
     summaries = []
     for event in span:
-        checkpoint = checkpoint_of(event)
+        checkpoint = checkpoint_of(event, view.events)
         if checkpoint is not None:
             summaries.append(str(summary_payload(view.event(int(checkpoint[1:])))["summary"]))
     return "\n\n".join(summaries) if summaries else None

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._checkpoints import Checkpoint, checkpoint_of
+from .._checkpoints import Checkpoint, is_checkpoint
 from .._events import Event, ToolCallBlock
 from .._meter import MESSAGE_OVERHEAD_TOKENS
 from .._payloads import POINTER_SOURCE, RECALL_TOOL_NAMES, SummarizerInfo, summary_payload
@@ -531,7 +531,7 @@ def _content(events: Any) -> list[Event]:
     return [
         e
         for e in events
-        if checkpoint_of(e) is None
+        if not is_checkpoint(e)
         and not (e.type == "context/message" and e.message.source_kind == POINTER_SOURCE)
     ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._checkpoints import checkpoint_of
+from .._checkpoints import is_checkpoint
 from .._events import Event
 from .._payloads import POINTER_SOURCE
 from .._turns import Unit
@@ -83,7 +83,7 @@ def has_new_content(events: Iterable[Event]) -> bool:
     summary of a summary: no engine compacts such a range.
     """
     return any(
-        checkpoint_of(e) is None
+        not is_checkpoint(e)
         and not (e.type == "context/message" and e.message.source_kind == POINTER_SOURCE)
         for e in events
     )

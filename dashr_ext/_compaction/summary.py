@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._checkpoints import checkpoint_of
+from .._checkpoints import is_checkpoint
 from .engine import CompactionEngine
 from .selection import has_new_content, head_cut_for_retain, tighten_cut
 
@@ -42,6 +42,6 @@ class SummaryEngine(CompactionEngine):
     def select_overflow(self) -> tuple[int, int] | None:
         s = self.session
         cut = self._overflow_cut()
-        if cut == 0 or (cut == 1 and checkpoint_of(s.event(s.surface[0]))):
+        if cut == 0 or (cut == 1 and is_checkpoint(s.event(s.surface[0]))):
             return None  # nothing left to reduce but the newest unit (and its checkpoint)
         return 0, cut - 1

@@ -16,18 +16,26 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .render import one_line
+from .render import MONOSPACE, one_line
 from .result import RecallResult
 
 __all__ = ["Hit", "narrow_note", "render_hits", "zero_note"]
 
 QUERY_SHOWN_CHARS = 60
 """Longest query shown in the header (``…`` included)."""
+SNIPPET_STYLE = f"white-space:pre-wrap;font-family:{MONOSPACE}"
+"""A snippet keeps its line breaks in HTML (a traceback reads as lines), in the code font."""
+SNIPPET_BREAKS = 12
+"""Most line breaks a snippet keeps in HTML (the text form is always one line)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One matched event: where it is, who owns it, and its snippet split around the match."""
+    """One matched event: where it is, who owns it, and its snippet split around the match.
+
+    The snippet pieces keep one ``"\\n"`` where the original broke lines (see
+    :func:`~.search.snippet`); the text line shows each as a space.
+    """
 
     seq: int
     visible: bool
@@ -40,10 +48,22 @@ class Hit:
     def lines(self, number: int) -> tuple[str, str]:
         """The hit's two lines: ``N. seq S | state | owner | time`` and ``…snippet…``."""
         state = "visible" if self.visible else "shadowed"
-        return (
-            f"{number}. seq {self.seq} | {state} | {self.owner} | {self.time}",
-            f"…{self.before}{self.match}{self.after}…",
-        )
+        snippet = f"{self.before}{self.match}{self.after}".replace("\n", " ")
+        return (f"{number}. seq {self.seq} | {state} | {self.owner} | {self.time}", f"…{snippet}…")
+
+    def html_pieces(self) -> tuple[str, str, str]:
+        """The snippet pieces with the :data:`SNIPPET_BREAKS` line breaks nearest the match
+        kept; the others read as spaces."""
+        text = self.before + self.match + self.after
+        a, b = len(self.before), len(self.before) + len(self.match)
+        breaks = [i for i, ch in enumerate(text) if ch == "\n"]
+        if len(breaks) > SNIPPET_BREAKS:
+            nearest = sorted(breaks, key=lambda i: a - i if i < a else max(0, i - b))
+            chars = list(text)
+            for i in nearest[SNIPPET_BREAKS:]:
+                chars[i] = " "
+            text = "".join(chars)
+        return text[:a], text[a:b], text[b:]
 
 
 def zero_note(read_target: str | None) -> str:
@@ -165,9 +185,11 @@ def _search_html(header: str, hits: Sequence[Hit], notes: Sequence[str], trailer
         for number, hit in enumerate(hits, 1):
             meta, _ = hit.lines(number)
             meta = meta.split(". ", 1)[1]
+            before, match, after = hit.html_pieces()
             out.append(
-                f"<li><div><code>{esc(meta)}</code></div><div>…{esc(hit.before)}"
-                f"<mark>{esc(hit.match)}</mark>{esc(hit.after)}…</div></li>"
+                f'<li><div><code>{esc(meta)}</code></div><div class="dashr-snippet" '
+                f'style="{SNIPPET_STYLE}">…{esc(before)}<mark>{esc(match)}</mark>{esc(after)}…'
+                "</div></li>"
             )
         out.append("</ol>")
     out.extend(f"<p>{esc(note)}</p>" for note in notes)

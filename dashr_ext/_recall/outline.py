@@ -211,6 +211,10 @@ def _pruned_line(keys: Sequence[str]) -> str | None:
     return f"pruned {noun}: {len(keys)} ({shown}); read one whole: history_read(seq={keys[0][1:]})"
 
 
+_LEFT = 'style="text-align:left;vertical-align:top"'
+"""Cells read as text: notebooks right-align table cells by default."""
+
+
 def _outline_html(
     header: str,
     cp_rows: Sequence[tuple[str, ...]],
@@ -219,26 +223,28 @@ def _outline_html(
     pruned_line: str | None = None,
 ) -> str:
     esc = html.escape
+
+    def head(*names: str) -> str:
+        cells = "".join(f"<th {_LEFT}>{name}</th>" for name in names)
+        return f"<table><thead><tr>{cells}</tr></thead><tbody>"
+
+    def cells(row: Sequence[str]) -> str:
+        return "<tr>" + "".join(f"<td {_LEFT}>{esc(v)}</td>" for v in row) + "</tr>"
+
     out = [f'<div class="dashr-recall dashr-outline"><p>{esc(header)}</p>']
     if cp_rows:
-        out.append(
-            "<table><thead><tr><th>checkpoint</th><th>summary</th><th>shadowed</th>"
-            "<th>tokens</th><th>time</th><th>status</th><th>preview</th></tr></thead><tbody>"
-        )
-        out.extend("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in cp_rows)
+        out.append(head("checkpoint", "summary", "shadowed", "tokens", "time", "status", "preview"))
+        out.extend(cells(row) for row in cp_rows)
         out.append("</tbody></table>")
     else:
         out.append("<p>checkpoints: none yet (nothing has been compacted)</p>")
     if pruned_line:
         out.append(f"<p>{esc(pruned_line)}</p>")
-    out.append(
-        "<table><thead><tr><th>turn</th><th>seqs</th><th>events</th><th>state</th>"
-        "<th>first user message</th></tr></thead><tbody>"
-    )
+    out.append(head("turn", "seqs", "events", "state", "first user message"))
     for row in turn_rows:
         if isinstance(row, str):
-            out.append(f'<tr><td colspan="5"><em>{esc(row)}</em></td></tr>')
+            out.append(f'<tr><td colspan="5" {_LEFT}><em>{esc(row)}</em></td></tr>')
         else:
-            out.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>")
+            out.append(cells(row))
     out.append("</tbody></table>" + (f"<p>{esc(hint)}</p>" if hint is not None else "") + "</div>")
     return "".join(out)

@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .._checkpoints import Checkpoint, CheckpointIndex, checkpoint_of
+from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
 from .._pruned import archive_key, pruned_info
@@ -22,7 +22,7 @@ from ..errors import ConfigError, RecallError
 from .cursor import Cursor, parse_cursor
 from .hits import Hit, render_hits
 from .outline import render_outline, turn_row
-from .render import event_body, minute_utc, render_page
+from .render import event_body, minute_utc, read_page
 from .result import RecallResult
 from .search import SNIPPET_CHARS, SearchIndex, normalize, snippet
 from .tools import tool_arguments, tool_schemas
@@ -53,6 +53,8 @@ class Recall:
         self._cps: list[Checkpoint] = []
         self._cp_by_id: dict[str, Checkpoint] = {}
         self._cp_range: dict[str, tuple[int, int]] = {}
+        self._node_ids: dict[int, str] = {}
+        """Seq of each checkpoint node -> its id (derived when the node carries none)."""
         self._owner: dict[int, str] = {}
         self._pruned: dict[str, int] = {}
         """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
@@ -92,6 +94,7 @@ class Recall:
             self._cp_by_id = {c.id: c for c in self._cps}
             for c in self._cps[known:]:
                 self._cp_range[c.id] = (min(c.shadowed_seqs), max(c.shadowed_seqs))
+                self._node_ids[c.node_seq] = c.id
                 for seq in c.shadowed_seqs:
                     self._owner.setdefault(seq, c.id)  # a pruned original keeps p<seq>
 
@@ -99,7 +102,7 @@ class Recall:
         index = self._search
         events = self.session.events
         for i in range(index.count, len(self._msg_seqs)):
-            index.add(normalize(event_body(events[self._msg_seqs[i]])))
+            index.add(normalize(event_body(events[self._msg_seqs[i]], decoded=True)))
 
     def _executing(self) -> set[int]:
         """Seqs of the step executing right now (excluded from read and search)."""
@@ -278,7 +281,8 @@ class Recall:
                 if span[p] not in executing:
                     yield p, events[span[p]]
 
-        return self._page(header, entries(), cp.id, offset, len(span))
+        running = sorted(executing.intersection(span[position:]))
+        return self._page(header, entries(), cp.id, offset, len(span), running)
 
     def _read_seq(self, start: int, index: int, offset: int, executing: set[int]) -> RecallResult:
         events = self.session.events
@@ -292,7 +296,8 @@ class Recall:
                 if seq not in executing:
                     yield seq, events[seq]
 
-        return self._page(header, entries(), f"s{start}", offset, last)
+        running = sorted(s for s in executing if s >= start)
+        return self._page(header, entries(), f"s{start}", offset, last, running)
 
     def _page(
         self,
@@ -301,8 +306,10 @@ class Recall:
         range_id: str,
         offset: int,
         max_position: int,
+        running: Sequence[int] = (),
     ) -> RecallResult:
-        text, _ = render_page(
+        """A page; ``running`` are the range's seqs left out as the executing step's."""
+        page = read_page(
             header,
             entries,
             range_id=range_id,
@@ -310,8 +317,10 @@ class Recall:
             max_position=max_position,
             max_chars=self.config.read_max_chars,
             max_events=self.config.read_max_events,
+            checkpoint_ids=self._node_ids,
+            end_note=_running_note(running) if running else None,
         )
-        return RecallResult(text, "read")
+        return RecallResult(page.text, "read", page.html())
 
     # ------------------------------------------------------------------ search
 
@@ -357,7 +366,7 @@ class Recall:
         # Originals first: checkpoint summaries repeat what they condensed, so their echoes of
         # a phrase would otherwise crowd out the original it came from.
         events = self.session.events
-        summaries = [s for s in matched if checkpoint_of(events[s]) is not None]
+        summaries = [s for s in matched if is_checkpoint(events[s])]
         if summaries:
             taken = set(summaries)
             matched = [s for s in matched if s not in taken] + summaries
@@ -378,7 +387,7 @@ class Recall:
         event = self.session.events[seq]
         visible = self.session.is_current(seq)
         width = min(SNIPPET_CHARS, max(60, self.config.read_max_chars // 10))
-        before, match, after = snippet(event_body(event), phrase, width)
+        before, match, after = snippet(event_body(event, decoded=True), phrase, width, lines=True)
         return Hit(seq, visible, self._owner_of(seq), minute_utc(event.time), before, match, after)
 
     def _owner_of(self, seq: int) -> str:
@@ -418,6 +427,16 @@ def _id_list(cps: Sequence[Checkpoint]) -> str:
     if len(ids) > 40:
         return f"{', '.join(ids[:20])}, …, {', '.join(ids[-20:])}"
     return ", ".join(ids)
+
+
+def _running_note(seqs: Sequence[int]) -> str:
+    """The line before the end of a range whose last seqs belong to the executing step."""
+    which = f"seq {seqs[0]}" if len(seqs) == 1 else f"seqs {_seq_list(set(seqs))}"
+    verb = "belongs" if len(seqs) == 1 else "belong"
+    return (
+        f"… not the end of this session's history: {which} {verb} to the step running now "
+        f"(left out until it finishes; then read on with history_read(seq={seqs[0]}))"
+    )
 
 
 def _seq_list(seqs: set[int]) -> str:

@@ -1,14 +1,18 @@
 """Literal phrase matching: the normalised search form, the index and snippets (SPEC 8).
 
-A query and an event body match when the normalised query (lowercased, whitespace runs
-collapsed to one space) occurs in the normalised body, so the words of a phrase may span any
-whitespace. The index keeps one normalised copy of the log's message text in a few large
-strings scanned with ``str.find``; it grows with the log (only new events are added).
+A query and an event body match when the normalised query occurs in the normalised body.
+Normalising case-folds (``STRASSE`` finds ``straße``), applies Unicode compatibility
+normalisation (a composed ``é`` finds a decomposed one, ``ﬁ`` finds ``fi``) and collapses
+whitespace runs to one space, so the words of a phrase may span any whitespace. A snippet
+maps the match back to the original characters. The index keeps one normalised copy of the
+log's message text in a few large strings scanned with ``str.find``; it grows with the log
+(only new events are added).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterator
 
@@ -24,51 +28,94 @@ CHUNK_CHARS = 4_000_000
 _WS = re.compile(r"\s+")
 
 
+def _fold(text: str) -> str:
+    """Unicode compatibility caseless form (NFKC of the full case folding), spaces kept."""
+    if text.isascii():
+        return text.lower()
+    nfd = unicodedata.normalize("NFD", text).casefold()
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", nfd).casefold())
+
+
 def normalize(text: str) -> str:
-    """Lowercased, whitespace runs collapsed to one space, ends stripped: the search form."""
-    return " ".join(text.lower().split())
+    """Case-folded, NFKC-normalised, whitespace runs collapsed to one space, ends stripped."""
+    return " ".join(_fold(text).split())
 
 
 def _phrase_pattern(query: str) -> re.Pattern[str]:
     return re.compile(r"\s+".join(re.escape(w) for w in query.split(" ")), re.IGNORECASE)
 
 
+def _clusters(body: str) -> Iterator[tuple[int, int]]:
+    """``[start, end)`` of each character with the combining marks that follow it."""
+    start = 0
+    for i in range(1, len(body) + 1):
+        if i == len(body) or not unicodedata.combining(body[i]):
+            yield start, i
+            start = i
+
+
 def _locate(body: str, query: str) -> tuple[int, int] | None:
-    """Span of ``query`` (normalised) in ``body`` mapped back to original offsets (slow path)."""
+    """Span of ``query`` (normalised) in ``body`` mapped back to original offsets (slow path).
+
+    Each character is normalised with its combining marks, so a match starts and ends on
+    whole characters of the original.
+    """
     chars: list[str] = []
-    index: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     space = True
-    for i, ch in enumerate(body):
-        if ch.isspace():
-            if not space:
-                chars.append(" ")
-                index.append(i)
-                space = True
-            continue
-        for low in ch.lower():
-            chars.append(low)
-            index.append(i)
-        space = False
+    for a, b in _clusters(body):
+        for ch in _fold(body[a:b]):
+            if ch.isspace():
+                if space:
+                    continue
+                ch = " "
+            space = ch == " "
+            chars.append(ch)
+            starts.append(a)
+            ends.append(b)
     at = "".join(chars).find(query)
     if at < 0:
         return None
-    return index[at], index[at + len(query) - 1] + 1
+    return starts[at], ends[at + len(query) - 1]
 
 
-def snippet(body: str, query: str, width: int = SNIPPET_CHARS) -> tuple[str, str, str]:
+def _found(body: str, query: str) -> tuple[int, int] | None:
+    """Span of the first match of normalised ``query`` in ``body``, in original offsets."""
+    found = _phrase_pattern(query).search(body)
+    if found is not None:
+        a, b = found.span()
+        # Case-insensitive regex equality is not the normalised match (``e`` is in ``e\u0301``
+        # only before normalising): use the span only when it is one.
+        if body.isascii() or (
+            normalize(body[a:b]) == query and (b == len(body) or not unicodedata.combining(body[b]))
+        ):
+            return a, b
+    return _locate(body, query)
+
+
+def _squash(run: re.Match[str]) -> str:
+    return " " if "\n" not in run.group() else "\n"
+
+
+def snippet(
+    body: str, query: str, width: int = SNIPPET_CHARS, *, lines: bool = False
+) -> tuple[str, str, str]:
     """``(before, match, after)`` around the first match of normalised ``query`` in ``body``.
 
-    One line (whitespace runs collapsed), at most ``width`` characters in all, with up to
-    :data:`SNIPPET_BEFORE` (at most a third of ``width``) before the match.
+    One line (whitespace runs collapsed to a space), at most ``width`` characters in all,
+    with up to :data:`SNIPPET_BEFORE` (at most a third of ``width``) before the match. With
+    ``lines`` a run holding a line break becomes one ``"\\n"`` instead: the same characters,
+    the line breaks kept.
     """
-    found = _phrase_pattern(query).search(body)
-    span = found.span() if found is not None else _locate(body, query)
+    span = _found(body, query)
     a, b = span if span is not None else (0, 0)
+    squash = _squash if lines else " "
     keep = min(SNIPPET_BEFORE, width // 3)
-    before = _WS.sub(" ", body[max(0, a - 4 * keep) : a])[-keep:] if keep else ""
-    match = _WS.sub(" ", body[a:b])[:width]
+    before = _WS.sub(squash, body[max(0, a - 4 * keep) : a])[-keep:] if keep else ""
+    match = _WS.sub(squash, body[a:b])[:width]
     room = width - len(before) - len(match)
-    after = _WS.sub(" ", body[b : b + 4 * max(room, 0)])[: max(room, 0)]
+    after = _WS.sub(squash, body[b : b + 4 * max(room, 0)])[: max(room, 0)]
     return before.lstrip(), match, after.rstrip()
 
 
