@@ -34,7 +34,8 @@ Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
 :mod:`.completion` (tab completion),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
-:mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
+:mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing), :mod:`.progress`
+(progress displays of slow passes and retries).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     shell.register_magics(magics)
     completion.install(shell, magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
+    magics.progress.register()  # progress of slow passes, per cell
 
 
 def unload_ipython_extension(shell: InteractiveShell) -> None:
@@ -91,6 +93,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
         return
     magics.bridge.unregister()
     completion.uninstall(shell)
+    magics.progress.unregister()
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]
