@@ -152,7 +152,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dashr {args.command}: error: {exc} (see --help)", file=sys.stderr)
         return 2
     except (DashrError, OSError, ValueError) as exc:
-        message = _cli_wording(_one_line(exc), getattr(args, "file", None))
+        flags = args.command != "agent"  # agent takes settings as --set NAME=VALUE
+        message = _cli_wording(_one_line(exc), getattr(args, "file", None), flags=flags)
         print(f"dashr {args.command}: {message}", file=sys.stderr)
         return 1
 
@@ -184,8 +185,9 @@ _FLAGS = ("recency_window_tokens", "retain_tokens", "context_window_tokens")
 """Settings the commands take as flags: an error names ``--retain-tokens``, not the field."""
 
 
-def _cli_wording(message: str, file: Path | None) -> str:
-    """``message`` with the Python calls and fields it names given as ``dashr`` commands."""
+def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
+    """``message`` with the Python calls and fields it names given as ``dashr`` commands
+    (and, with ``flags``, the settings a command takes as flags as those flags)."""
     path = shlex.quote(str(file)) if file is not None else "FILE"
     calls = (
         (r"history_outline\(\)", lambda m: f"dashr outline {path}"),
@@ -197,7 +199,7 @@ def _cli_wording(message: str, file: Path | None) -> str:
     )
     for pattern, command in calls:
         message = re.sub(pattern, command, message)
-    for field in _FLAGS:
+    for field in _FLAGS if flags else ():
         message = re.sub(rf"\b{field}\b", "--" + field.replace("_", "-"), message)
     return message
 
