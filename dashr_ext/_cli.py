@@ -12,8 +12,9 @@
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input); they
 name ``dashr`` commands and flags, not the Python calls behind them. ``dashr compact`` exits
 with status 3 when its passes are committed but the request is still above the trigger; one
-line on stderr says by how much and why. Output piped into a reader that stops early
-(``dashr outline FILE | head``) ends quietly with status 0.
+line on stderr says by how much and why. A pass longer than a second prints one stderr line
+per phase (``dashr compact: summarizing 1 region (1.0 s)``). Output piped into a reader
+that stops early (``dashr outline FILE | head``) ends quietly with status 0.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._config import ENGINES, CompactionConfig, RecallConfig
+from ._progress import LineSink, Progress
 from .errors import DashrError
 
 if TYPE_CHECKING:
@@ -150,7 +152,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dashr {args.command}: error: {exc} (see --help)", file=sys.stderr)
         return 2
     except (DashrError, OSError, ValueError) as exc:
-        message = _cli_wording(_one_line(exc), getattr(args, "file", None))
+        flags = args.command != "agent"  # agent takes settings as --set NAME=VALUE
+        message = _cli_wording(_one_line(exc), getattr(args, "file", None), flags=flags)
         print(f"dashr {args.command}: {message}", file=sys.stderr)
         return 1
 
@@ -182,8 +185,9 @@ _FLAGS = ("recency_window_tokens", "retain_tokens", "context_window_tokens")
 """Settings the commands take as flags: an error names ``--retain-tokens``, not the field."""
 
 
-def _cli_wording(message: str, file: Path | None) -> str:
-    """``message`` with the Python calls and fields it names given as ``dashr`` commands."""
+def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
+    """``message`` with the Python calls and fields it names given as ``dashr`` commands
+    (and, with ``flags``, the settings a command takes as flags as those flags)."""
     path = shlex.quote(str(file)) if file is not None else "FILE"
     calls = (
         (r"history_outline\(\)", lambda m: f"dashr outline {path}"),
@@ -195,7 +199,7 @@ def _cli_wording(message: str, file: Path | None) -> str:
     )
     for pattern, command in calls:
         message = re.sub(pattern, command, message)
-    for field in _FLAGS:
+    for field in _FLAGS if flags else ():
         message = re.sub(rf"\b{field}\b", "--" + field.replace("_", "-"), message)
     return message
 
@@ -275,7 +279,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise FileNotFoundError(2, "no such file", str(args.file))
     with Dashr.open(args.file, config=config) as d:
-        lines = _prune_only(d) if args.prune_only else _compact(d)
+        with Progress(lambda: LineSink(sys.stderr, "dashr compact")).watch(d):
+            lines = _prune_only(d) if args.prune_only else _compact(d)
         with d.session.lock:
             above = still_above(d.session, d.measure(), d.config, count_tokens=d.meter.count_text)
     # The passes are committed: what they did goes out even when stdout's reader is gone.

@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -34,6 +35,7 @@ __all__ = [
     "MODEL_ENV",
     "PURPOSE_HEADER",
     "ChatClient",
+    "RetryNotice",
 ]
 
 BASE_URL_ENV = "DASHR_BASE_URL"
@@ -70,6 +72,39 @@ class _Retry(Exception):
         self.reason = reason
         self.delay = delay
         self.status = status
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """An attempt that failed in a way worth retrying (what :attr:`ChatClient.on_retry` gets).
+
+    ``delay_s`` is the wait before the next attempt, or None when this was the last attempt
+    and the call is about to raise (:attr:`gave_up`).
+    """
+
+    label: str
+    """The client's label (``"agent"``, ``"llm summarizer"``)."""
+    attempt: int
+    """The attempt that failed, from 1."""
+    attempts: int
+    """Attempts the call may make (``max_retries + 1``)."""
+    reason: str
+    """Why it failed, e.g. ``HTTP 503: overloaded`` (scrubbed of the key)."""
+    delay_s: float | None
+    status: int | None = None
+
+    @property
+    def gave_up(self) -> bool:
+        return self.delay_s is None
+
+    @property
+    def text(self) -> str:
+        """E.g. ``llm summarizer: attempt 1 of 4 failed (HTTP 503: overloaded); retrying
+        in 0.5 s``."""
+        head = f"{self.label}: attempt {self.attempt} of {self.attempts} failed ({self.reason})"
+        if self.delay_s is None:
+            return f"{head}; giving up"
+        return f"{head}; retrying in {self.delay_s:.1f} s"
 
 
 class _BearerAuth(httpx.Auth):
@@ -131,6 +166,10 @@ class ChatClient:
 
     ``purpose`` (``complete(body, purpose="compaction")``) is sent as the ``X-Dashr-Purpose``
     header, so a proxy can tell compaction traffic from an agent's own calls.
+
+    ``on_retry`` (argument or attribute) is called with a :class:`RetryNotice` each time an
+    attempt fails in a way worth retrying: before the backoff sleep, and once more before
+    the call gives up. Progress displays show it; an exception it raises is ignored.
     """
 
     def __init__(
@@ -151,6 +190,7 @@ class ChatClient:
         sleep: Callable[[float], None] | None = None,
         asleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
         # First, before any check can raise: no frame of a traceback holds the key itself.
         key = api_key if isinstance(api_key, Secret) else Secret(api_key)
@@ -211,6 +251,8 @@ class ChatClient:
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._aclient_guard: AsyncGenerator[None, None] | None = None
         self._closing: set[concurrent.futures.Future[None]] = set()
+        self.on_retry = on_retry
+        """Called with a :class:`RetryNotice` for each failed attempt worth retrying."""
 
     def __repr__(self) -> str:
         # Tolerates a half-built client: a traceback shown with its locals reprs __init__'s self.
@@ -350,8 +392,10 @@ class ChatClient:
                 last = retry
             except httpx.TransportError as exc:
                 last = self._transport_retry(exc)
-            if attempt + 1 < attempts:
-                self._sleep(self._delay(attempt, last.delay))
+            delay = self._delay(attempt, last.delay) if attempt + 1 < attempts else None
+            self._notify(last, attempt + 1, attempts, delay)
+            if delay is not None:
+                self._sleep(delay)
         raise self._exhausted(last, attempts)
 
     def _transport_retry(self, exc: httpx.TransportError) -> _Retry:
@@ -378,8 +422,9 @@ class ChatClient:
                 last = retry
             except httpx.TransportError as exc:
                 last = self._transport_retry(exc)
-            if attempt + 1 < attempts:
-                delay = self._delay(attempt, last.delay)
+            delay = self._delay(attempt, last.delay) if attempt + 1 < attempts else None
+            self._notify(last, attempt + 1, attempts, delay)
+            if delay is not None:
                 if self._asleep is not None:
                     await self._asleep(delay)
                 elif self._custom_sleep:
@@ -387,6 +432,17 @@ class ChatClient:
                 else:
                     await asyncio.sleep(delay)
         raise self._exhausted(last, attempts)
+
+    def _notify(self, failed: _Retry, attempt: int, attempts: int, delay: float | None) -> None:
+        """Tell :attr:`on_retry` about a failed attempt (never lets it break the call)."""
+        callback = self.on_retry
+        if callback is None:
+            return
+        notice = RetryNotice(
+            self.label, attempt, attempts, self.redact(failed.reason), delay, failed.status
+        )
+        with contextlib.suppress(Exception):
+            callback(notice)
 
     def redact(self, text: str) -> str:
         """``text`` with every occurrence of the API key replaced by ``***``.

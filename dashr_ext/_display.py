@@ -1,9 +1,11 @@
 """Display objects for the magics: exact plain text for ``print()``, a table for notebooks.
 
 A :class:`Report` is what ``%dashr status``, ``%dashr config``, ``%compact`` and the other
-``%dashr`` subcommands return. ``str()`` and ``repr()`` are the plain text (what a terminal
-and an agent's ``print()`` show); :meth:`Report._repr_html_` renders the same rows as an HTML
-table. Both are pure functions of the rows: no clock, no memory addresses, no IPython import.
+``%dashr`` subcommands return; a :class:`StepView` is one ``%%agent`` step (the code each
+``run_cell`` ran, an excerpt of its output), and :class:`MarkdownReply` the turn's answer.
+``str()`` and ``repr()`` are the plain text (what a terminal and an agent's ``print()``
+show); :meth:`Report._repr_html_` renders the same rows as an HTML table. Both are pure
+functions of the rows: no clock, no memory addresses, no IPython import.
 
 Plain text layout::
 
@@ -21,13 +23,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._cells import RUN_CELL
 from ._compaction.report import pruned_names, still_above
+from ._jsontext import arguments_object
+from .agent import AgentReply
 
 if TYPE_CHECKING:
     from ._compaction.prune import PruneResult
     from ._controller import Dashr
+    from ._events import Event
 
-__all__ = ["Report", "compact_report", "dry_run_report", "prune_report", "status_report"]
+__all__ = [
+    "MarkdownReply",
+    "Report",
+    "StepView",
+    "ToolCallView",
+    "compact_report",
+    "dry_run_report",
+    "prune_report",
+    "status_report",
+    "step_view",
+]
 
 
 @dataclass(frozen=True)
@@ -300,3 +316,172 @@ def _pruned_row(result: PruneResult) -> str:
 def _still_above(c: Dashr) -> str | None:
     with c.session.lock:
         return still_above(c.session, c.measure(), c.config, count_tokens=c.meter.count_text)
+
+
+# --------------------------------------------------------------------------- %%agent
+
+EXCERPT_LINES = 8
+"""Lines of a tool's output a step shows (the last ones for an error: the exception ends it)."""
+EXCERPT_LINE_CHARS = 200
+_PRE = "font-family:monospace;line-height:1.25;"
+"""Inline, so a page without a notebook's stylesheet (an HTML export) shows code as code."""
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    """One tool call of a step: what it ran and what came back."""
+
+    name: str
+    code: str | None
+    """The code of a ``run_cell`` call; None for the other tools (see :attr:`arguments`)."""
+    arguments: str
+    output: str
+    """An excerpt of the result (:func:`output_excerpt`)."""
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One ``%%agent`` step: its progress line, then each call's code and output excerpt.
+
+    Plain text indents the code and the excerpt under the line; HTML puts them in a
+    collapsed ``<details>`` whose summary is the line, the code syntax-highlighted.
+    """
+
+    line: str
+    calls: tuple[ToolCallView, ...] = ()
+
+    @property
+    def text(self) -> str:
+        lines = [self.line]
+        for call in self.calls:
+            if call.code is not None:
+                lines.append(f"  {call.name}:")
+                lines.extend(_indent(call.code))
+            else:
+                lines.append(f"  {call.name} {call.arguments}")
+            lines.append("  error:" if call.is_error else "  output:")
+            lines.extend(_indent(call.output))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        line = f'<span style="font-family:monospace">{esc(self.line)}</span>'
+        if not self.calls:
+            return f'<div class="dashr-step">{line}</div>'
+        first = next((c.code for c in self.calls if c.code and c.code.strip()), None)
+        preview = ""
+        if first is not None:
+            head = first.strip().splitlines()[0][:80]
+            more = " …" if len(first.strip().splitlines()) > 1 or len(head) == 80 else ""
+            preview = f' <span style="color:#888;font-family:monospace">— {esc(head)}{more}</span>'
+        out = [f'<details class="dashr-step"><summary>{line}{preview}</summary>']
+        for call in self.calls:
+            out.append('<div style="margin-left:1.5em">')
+            if call.code is not None:
+                out.append(_highlighted(call.code))
+            else:
+                out.append(
+                    f'<pre style="{_PRE}margin:0.2em 0"><b>{esc(call.name)}</b> '
+                    f"{esc(call.arguments)}</pre>"
+                )
+            color = "#b22222" if call.is_error else "#444"
+            out.append(
+                f'<pre class="dashr-output" style="{_PRE}color:{color};margin:0.2em 0 0.6em 0;'
+                f'border-left:3px solid #ddd;padding-left:0.6em">{esc(call.output)}</pre>'
+            )
+            out.append("</div>")
+        out.append("</details>")
+        return "".join(out)
+
+
+def step_view(line: str, events: Sequence[Event]) -> StepView:
+    """The view of a step from the events it appended (its calls, then their results)."""
+    calls: dict[str, tuple[str, str]] = {}
+    results: dict[str, tuple[str, bool]] = {}
+    for event in events:
+        if event.type == "assistant/message":
+            for block in event.message.tool_calls:
+                calls[block.id] = (block.name, block.arguments)
+        elif event.type == "tool/result":
+            message = event.message
+            if message.tool_call_id is not None:
+                results[message.tool_call_id] = (message.text, bool(message.is_error))
+    views = []
+    for call_id, (name, arguments) in calls.items():
+        text, is_error = results.get(call_id, ("(no result)", True))
+        parsed = arguments_object(arguments) if name == RUN_CELL else None
+        code = parsed.get("code") if parsed is not None else None
+        views.append(
+            ToolCallView(
+                name,
+                code if isinstance(code, str) else None,
+                arguments,
+                output_excerpt(text, is_error=is_error),
+                is_error,
+            )
+        )
+    return StepView(line, tuple(views))
+
+
+def output_excerpt(text: str, *, is_error: bool = False) -> str:
+    """At most :data:`EXCERPT_LINES` lines of ``text``, each cut to a readable width.
+
+    The first lines, or for an error the last ones, with a line saying how many are left out.
+    """
+    lines = text.rstrip("\n").splitlines() or ["(no output)"]
+    cut = [
+        ln if len(ln) <= EXCERPT_LINE_CHARS else ln[: EXCERPT_LINE_CHARS - 1] + "…" for ln in lines
+    ]
+    hidden = len(cut) - EXCERPT_LINES
+    if hidden <= 0:
+        return "\n".join(cut)
+    marker = f"… ({hidden} more line{'s' if hidden != 1 else ''})"
+    if is_error:
+        return "\n".join([marker, *cut[-EXCERPT_LINES:]])
+    return "\n".join([*cut[:EXCERPT_LINES], marker])
+
+
+def _indent(text: str) -> list[str]:
+    return [f"    {line}" for line in text.rstrip("\n").splitlines()] or ["    "]
+
+
+def _highlighted(code: str) -> str:
+    """``code`` as HTML with inline colours (no stylesheet needed, so exports keep them)."""
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+    except ImportError:  # pragma: no cover - IPython brings pygments
+        return f'<pre style="{_PRE}margin:0.2em 0">{html.escape(code)}</pre>'
+    formatter = HtmlFormatter(
+        noclasses=True, cssstyles="margin:0.2em 0", prestyles="font-family:monospace"
+    )
+    return str(highlight(code, PythonLexer(), formatter))
+
+
+class MarkdownReply(AgentReply):
+    """An :class:`~dashr_ext.agent.AgentReply` a notebook renders as Markdown (plain text
+    stays the answer's exact text)."""
+
+    @classmethod
+    def of(cls, reply: AgentReply) -> MarkdownReply:
+        return cls(
+            reply.text,
+            reason=reply.reason,
+            turn=reply.turn,
+            steps=reply.steps,
+            checkpoints=reply.checkpoints,
+        )
+
+    def _repr_markdown_(self) -> str | None:
+        return self.text if self.text.strip() else None

@@ -568,7 +568,7 @@ def test_python_m_dashr_ext_works_like_dashr(
     assert (done.returncode, done.stdout, done.stderr) == (0, outline, "")
     helped = dashr("--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: dashr ")
-    assert "{demo,inspect,outline,read,search,compact,import}" in helped.stdout
+    assert "{demo,inspect,outline,read,search,compact,import,agent}" in helped.stdout
 
 
 @pytest.mark.parametrize(

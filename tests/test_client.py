@@ -13,7 +13,7 @@ import pytest
 from helpers import record_steps
 
 from dashr_ext import CompactionConfig, CompactionWarning, Dashr
-from dashr_ext._client import PURPOSE_HEADER, ChatClient
+from dashr_ext._client import PURPOSE_HEADER, ChatClient, RetryNotice
 from dashr_ext._redaction import redact_key, snippet
 from dashr_ext._summarizers.llm import LLMSummarizer
 from dashr_ext.errors import (
@@ -193,6 +193,59 @@ def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_backoff(value: 
     assert data["choices"][0]["message"]["content"] == "hi"
     assert len(seen) == 2
     assert len(slept) == 1 and 0.25 <= slept[0] <= 0.5  # the first backoff step, jittered
+
+
+# --------------------------------------------------------------------------- retry notices
+
+
+def test_each_failed_attempt_is_announced_with_its_reason_and_wait() -> None:
+    seen: list[httpx.Request] = []
+    notices: list[RetryNotice] = []
+    busy = httpx.Response(503, text=f"overloaded for {KEY}")
+    limited = httpx.Response(
+        429, json={"error": {"message": "slow down"}}, headers={"Retry-After": "2"}
+    )
+    ok = httpx.Response(200, json=chat_completion("hi").body)
+    client = client_for(busy, limited, ok, seen=seen, label="agent", on_retry=notices.append)
+    client.complete({"messages": []})
+    first, second = notices
+    assert (first.label, first.attempt, first.attempts, first.status) == ("agent", 1, 4, 503)
+    assert first.reason == "HTTP 503: overloaded for ***" and KEY not in first.text
+    assert first.delay_s is not None and 0.25 <= first.delay_s <= 0.5  # backoff, jittered
+    assert second.text == ("agent: attempt 2 of 4 failed (HTTP 429: slow down); retrying in 2.0 s")
+
+
+def test_the_last_failed_attempt_is_announced_as_giving_up_sync_and_async() -> None:
+    notices: list[RetryNotice] = []
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="overloaded")
+
+    async def nap(seconds: float) -> None:
+        pass
+
+    client = ChatClient(
+        "https://api.example.test/v1",
+        "m",
+        transport=httpx.MockTransport(failing),
+        async_transport=httpx.MockTransport(failing),
+        sleep=lambda seconds: None,
+        asleep=nap,
+        max_retries=1,
+        on_retry=lambda n: [][0],  # a broken callback never breaks the call
+    )
+    with pytest.raises(EndpointError, match="failed after 2 attempts"):
+        client.complete({"messages": []})
+    client.on_retry = notices.append
+    with pytest.raises(EndpointError, match="failed after 2 attempts"):
+        client.complete({"messages": []})
+    with pytest.raises(EndpointError, match="failed after 2 attempts"):
+        asyncio.run(client.acomplete({"messages": []}))
+    assert [(n.attempt, n.gave_up) for n in notices] == [(1, False), (2, True)] * 2
+    assert notices[1].text == (
+        "chat endpoint: attempt 2 of 2 failed (HTTP 503: overloaded); giving up"
+    )
+    client.close()
 
 
 # --------------------------------------------------------------------------- async clients

@@ -40,7 +40,8 @@ Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
 :mod:`.completion` (tab completion),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
-:mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing).
+:mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing), :mod:`.progress`
+(progress displays of slow passes and retries).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     shell.register_magics(magics)
     completion.install(shell, magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
+    magics.progress.register()  # progress of slow passes, per cell
     shell.events.register("post_run_cell", magics.after_cell)  # options held back, once
     print(magics.session_line())
 
@@ -100,6 +102,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     magics.bridge.unregister()
     shell.events.unregister("post_run_cell", magics.after_cell)
     completion.uninstall(shell)
+    magics.progress.unregister()
     magics.stop()
     for kind, table in magics.magics.items():
         registered = manager.magics[kind]

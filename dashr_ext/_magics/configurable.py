@@ -53,6 +53,7 @@ from .options import (
     summarizer_of,
     trait_errors,
 )
+from .progress import CellProgress
 from .settings import Staging, own_summarizer_field, show_settings
 from .subcommands import COMMANDS, USAGE
 from .subcommands import run as run_subcommand
@@ -276,6 +277,8 @@ class Dashr(Magics):
             lambda: TraitsHost(self), lambda: int(self.bridge_max_request_bytes)
         )
         """The ``dashr`` comm target; registered while the extension is loaded."""
+        self.progress = CellProgress(shell, lambda: self._controller)
+        """Progress displays of slow passes and retried requests; per cell while loaded."""
 
     # ------------------------------------------------------------------ validation
 
@@ -479,7 +482,8 @@ class Dashr(Magics):
         with history_read and dashr_compaction_archive. --prune-only runs one prune pass
         instead: every tool output and assistant text above the pruning threshold outside
         the retained tail, and any oversize message. When the request is still above the
-        trigger afterwards, a note says by how much and why.
+        trigger afterwards, a note says by how much and why. A pass longer than a second
+        shows its progress: the phase, and each retry of the endpoint with its reason.
 
         Examples::
 
@@ -493,7 +497,7 @@ class Dashr(Magics):
                 "%compact: give --dry-run or --prune-only, not both (--dry-run previews "
                 "%compact, its prune step included)"
             )
-        with one_line_errors():
+        with one_line_errors(), self.progress.scope():
             if args.dry_run:
                 return dry_run_report(self.controller)
             if args.prune_only:
@@ -585,8 +589,9 @@ class Dashr(Magics):
         The agent calls the model at Dashr.agent_base_url / Dashr.agent_model (or env
         DASHR_BASE_URL / DASHR_MODEL; key from DASHR_API_KEY), runs the code it asks for
         with run_cell in this kernel, compacts before every request and reads compacted
-        history back with the recall tools or dashr_compaction_archive. One progress line
-        per step; the cell's result is the agent's final answer.
+        history back with the recall tools or dashr_compaction_archive. Each step shows its
+        line, the code run_cell ran and an excerpt of its output; slow passes and retried
+        requests show their progress; the cell's result is the final answer (as Markdown).
 
         Examples::
 
@@ -607,7 +612,10 @@ class Dashr(Magics):
             if args.max_steps is not None:
                 agent.max_steps = args.max_steps
             try:
-                return agent_cell(self.shell, self.controller, cell.strip(), agent=agent)
+                with self.progress.scope() as progress:
+                    return agent_cell(
+                        self.shell, self.controller, cell.strip(), agent=agent, progress=progress
+                    )
             finally:
                 agent.max_steps = limit
 
