@@ -254,7 +254,10 @@ def test_reload_leaves_one_magics_instance_bound_to_a_new_controller(
     assert ip.user_ns["history_read"].__self__ is second
     assert {name: len(cbs) for name, cbs in ip.events.callbacks.items()} == callbacks
     assert [hook.__self__ for hook in ip.events.callbacks["pre_run_cell"]] == [m.progress]
-    assert [hook.__self__ for hook in ip.events.callbacks["post_run_cell"]] == [m.progress, m]
+    assert [hook.__self__ for hook in ip.events.callbacks["post_run_cell"]] == [
+        m.progress,
+        m.staging,
+    ]
     assert first.session.path is not None
     with Controller.open(first.session.path):  # the first session was closed
         pass

@@ -88,7 +88,7 @@ def load_ipython_extension(shell: InteractiveShell) -> None:
     completion.install(shell, magics)
     magics.bridge.register()  # the dashr comm target (docs/bridge.md)
     magics.progress.register()  # progress of slow passes, per cell
-    shell.events.register("post_run_cell", magics.after_cell)  # options held back, once
+    shell.events.register("post_run_cell", magics.staging.after_cell)  # held-back options
     print(magics.session_line())
 
 
@@ -100,7 +100,7 @@ def unload_ipython_extension(shell: InteractiveShell) -> None:
     if not isinstance(magics, Dashr):
         return
     magics.bridge.unregister()
-    shell.events.unregister("post_run_cell", magics.after_cell)
+    shell.events.unregister("post_run_cell", magics.staging.after_cell)
     completion.uninstall(shell)
     magics.progress.unregister()
     magics.stop()

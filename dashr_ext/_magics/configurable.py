@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, magics_class, no_var_expand
 from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.utils.bunch import Bunch
@@ -271,7 +271,8 @@ class Dashr(Magics):
         self._controller: DashrController | None = None
         self._agent: Agent | None = None
         self._attachment = Attachment(shell)
-        self._staging = Staging()
+        self.staging = Staging(shell)
+        """Option groups held back until they agree; its ``after_cell`` runs after each cell."""
         super().__init__(shell=shell, **kwargs)
         self.bridge = CommBridge(
             lambda: TraitsHost(self), lambda: int(self.bridge_max_request_bytes)
@@ -322,13 +323,13 @@ class Dashr(Magics):
     @observe(*COMPACTION_TRAITS)
     def _apply_compaction(self, change: Bunch) -> None:
         if self._controller is not None:
-            with self._staging.apply("compaction"):
+            with self.staging.apply("compaction"):
                 self._controller.config = self.compaction_config()
 
     @observe(*RECALL_TRAITS)
     def _apply_recall(self, change: Bunch) -> None:
         if self._controller is not None:
-            with self._staging.apply("recall"):
+            with self.staging.apply("recall"):
                 self._controller.recall_config = self.recall_config()
 
     @observe(*SUMMARIZER_TRAITS)
@@ -336,16 +337,10 @@ class Dashr(Magics):
         controller = self._controller
         if controller is None:
             return
-        with self._staging.apply("summarizer"):
+        with self.staging.apply("summarizer"):
             summarizer = self.make_summarizer()
             old, controller.summarizer = controller.summarizer, summarizer
             close_summarizer(old)
-
-    def after_cell(self, result: ExecutionResult) -> None:
-        """After each cell (``post_run_cell``): say once why options are held back."""
-        if self.shell is not None:
-            for problem in self._staging.unreported():
-                self.shell.show_usage_error(UsageError(problem))  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ the controller
 
@@ -406,7 +401,7 @@ class Dashr(Magics):
     def _show_settings(self, controller: DashrController) -> None:
         assert self._controller is None  # so that the options are not applied back
         show_settings(self, controller)
-        self._staging.release("compaction", "recall")
+        self.staging.release("compaction", "recall")
 
     def stop(self) -> None:
         """Unbind the names and close the session (an untouched session made at load is removed)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from traitlets import HasTraits
 
 from .._controller import Dashr as DashrController
@@ -46,7 +48,8 @@ def _problem(group: str, exc: ConfigError) -> str:
 class Staging:
     """Which option groups are held back, why, and which of those reasons were shown."""
 
-    def __init__(self) -> None:
+    def __init__(self, shell: InteractiveShell | None) -> None:
+        self.shell = shell
         self._held: dict[str, str] = {}
         self._shown: set[str] = set()
 
@@ -71,6 +74,12 @@ class Staging:
         new = [problem for problem in held if problem not in self._shown]
         self._shown = set(held)
         return new
+
+    def after_cell(self, result: ExecutionResult) -> None:
+        """After each cell (``post_run_cell``): show each new problem as a UsageError line."""
+        if self.shell is not None:
+            for problem in self.unreported():
+                self.shell.show_usage_error(UsageError(problem))  # type: ignore[no-untyped-call]
 
 
 def show_settings(options: HasTraits, controller: DashrController) -> None:
