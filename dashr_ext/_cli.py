@@ -111,10 +111,11 @@ def _parser() -> argparse.ArgumentParser:
         help="only prune: every tool output and assistant text above the pruning threshold "
         "outside the retained tail, and any message above the oversize share; no summary pass",
     )
-    compact.add_argument("--engine", default="summary", choices=list(ENGINES))
+    # Without a flag, the settings the session's log records apply (defaults otherwise).
+    compact.add_argument("--engine", choices=list(ENGINES))
     compact.add_argument("--recency-window-tokens", type=int)
     compact.add_argument("--retain-tokens", type=int)
-    compact.add_argument("--context-window-tokens", type=int, default=128_000)
+    compact.add_argument("--context-window-tokens", type=int)
 
     imp = sub.add_parser("import", help="turn OpenAI chat messages into a session file")
     imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
@@ -270,14 +271,17 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from ._compaction.report import still_above
     from ._controller import Dashr
 
-    config = CompactionConfig(
-        engine=args.engine,
-        context_window_tokens=args.context_window_tokens,
-        recency_window_tokens=args.recency_window_tokens,
-        retain_tokens=args.retain_tokens,
-    )
     if not args.file.is_file():
         raise FileNotFoundError(2, "no such file", str(args.file))
+    given = {
+        name: value
+        for name in ("engine", "context_window_tokens", "recency_window_tokens", "retain_tokens")
+        if (value := getattr(args, name)) is not None
+    }
+    config = None  # the settings the log records apply; flags given override them, unrecorded
+    if given:
+        with Dashr.open(args.file, read_only=True) as logged:
+            config = logged.config.with_changes(**given)
     with Dashr.open(args.file, config=config) as d:
         with Progress(lambda: LineSink(sys.stderr, "dashr compact")).watch(d):
             lines = _prune_only(d) if args.prune_only else _compact(d)

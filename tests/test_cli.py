@@ -712,3 +712,28 @@ def test_arguments_that_do_not_go_together_are_usage_errors(
 ) -> None:
     done = dashr(*(a.replace("{demo}", str(demo_file)) for a in argv))
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message)
+
+
+def test_compact_uses_the_settings_the_log_records_and_flags_override_them_unrecorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dashr_ext import CompactionConfig, Dashr
+
+    path = tmp_path / "s.jsonl"
+    with Dashr.create(path) as d:
+        record_steps(d, 40, chars=1_600, user="go")
+        d.config = CompactionConfig(recency_window_tokens=6_000, retain_tokens=1_500)  # recorded
+    code, out, _err = run(capsys, "compact", str(path))
+    assert code == 0 and "shadowed" in out
+    with Dashr.open(path, read_only=True) as d:
+        assert d.config.trigger_tokens == 6_000  # the log's settings applied, and still apply
+        assert d.measure().total <= 6_000
+        changes = sum(e.type == "config/change" for e in d.session.events)
+    record = Dashr.open(path)
+    record_steps(record, 40, chars=1_600, first=100)
+    record.close()
+    code, out, _err = run(capsys, "compact", str(path), "--recency-window-tokens", "9000")
+    assert code == 0
+    with Dashr.open(path, read_only=True) as d:
+        assert d.config.trigger_tokens == 6_000  # the flag applied to that run only
+        assert sum(e.type == "config/change" for e in d.session.events) == changes
