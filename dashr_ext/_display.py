@@ -21,11 +21,12 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._cells import RUN_CELL
 from ._compaction.report import pruned_names, still_above
 from ._jsontext import arguments_object
+from ._plaintext import ShownAsText
 from .agent import AgentReply
 
 if TYPE_CHECKING:
@@ -46,8 +47,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Report:
+@dataclass(frozen=True, repr=False)
+class Report(ShownAsText):
     """A titled list of ``(name, value)`` rows and free-text notes."""
 
     title: str
@@ -75,15 +76,6 @@ class Report:
         lines.extend(f"{name.ljust(width)}  {value}" for name, value in self.rows)
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
     def _repr_html_(self) -> str:
         esc = html.escape
@@ -340,8 +332,8 @@ class ToolCallView:
     is_error: bool
 
 
-@dataclass(frozen=True)
-class StepView:
+@dataclass(frozen=True, repr=False)
+class StepView(ShownAsText):
     """One ``%%agent`` step: its progress line, then each call's code and output excerpt.
 
     Plain text indents the code and the excerpt under the line; HTML puts them in a
@@ -363,15 +355,6 @@ class StepView:
             lines.append("  error:" if call.is_error else "  output:")
             lines.extend(_indent(call.output))
         return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
     def _repr_html_(self) -> str:
         esc = html.escape

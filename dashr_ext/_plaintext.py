@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PlainText"]
+__all__ = ["PlainText", "ShownAsText"]
 
 
 class PlainText(str):
@@ -23,6 +23,29 @@ class PlainText(str):
     def text(self) -> str:
         """The plain text as an exact ``str``."""
         return str.__str__(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+
+class ShownAsText:
+    """A view whose ``text`` is what ``print()``, ``repr()`` and IPython's plain display show.
+
+    For the frozen dataclasses of the displays (declare them with ``repr=False`` so this
+    ``__repr__`` stays); they add ``_repr_html_`` for notebooks.
+    """
+
+    __slots__ = ()
+
+    @property
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
+from ._plaintext import ShownAsText
+
 if TYPE_CHECKING:
     from ._client import ChatClient, RetryNotice
     from ._controller import Dashr
@@ -52,8 +54,8 @@ def thread_timer(delay_s: float, callback: Callable[[], None]) -> Callable[[], N
     return timer.cancel
 
 
-@dataclass(frozen=True)
-class ProgressView:
+@dataclass(frozen=True, repr=False)
+class ProgressView(ShownAsText):
     """What a display shows of one piece of work: its status, how long, the retries so far."""
 
     status: str
@@ -73,12 +75,6 @@ class ProgressView:
     @property
     def text(self) -> str:
         return "\n".join([self.headline, *(f"  {line}" for line in self.retries)])
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
     def _repr_html_(self) -> str:
         esc = html.escape

@@ -10,11 +10,11 @@ import html
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from IPython.core.error import UsageError
 
 from .._catalog import SessionFile, catalog, preview, session_files, summarize
+from .._plaintext import ShownAsText
 from .attachment import same_file
 
 __all__ = ["COLUMNS", "SessionTable", "last_session", "session_table"]
@@ -23,8 +23,8 @@ COLUMNS = ("#", "last written", "events", "checkpoints", "first user message", "
 _NUMERIC = frozenset({"#", "events", "checkpoints"})
 
 
-@dataclass(frozen=True)
-class SessionTable:
+@dataclass(frozen=True, repr=False)
+class SessionTable(ShownAsText):
     """A titled table of session files: plain text for ``print``, an HTML table for notebooks."""
 
     title: str
@@ -46,15 +46,6 @@ class SessionTable:
                 lines.append("  ".join([*cells, row[-1]]))
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
     def _repr_html_(self) -> str:
         esc = html.escape
