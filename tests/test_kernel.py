@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -85,11 +86,11 @@ class Kernel:
         self.client.wait_for_ready(timeout=60)
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    home = tmp_path_factory.mktemp("kernel_home")
+@contextlib.contextmanager
+def running_kernel(home: Path, env: dict[str, str] | None = None) -> Iterator[Kernel]:
+    """A kernel of this interpreter with ``DASHR_HOME=home``, shut down on exit."""
     manager = KernelManager(kernel_name="tests", kernel_spec_manager=ThisInterpreter())
-    manager.start_kernel(env={**os.environ, "DASHR_HOME": str(home)})
+    manager.start_kernel(env={**(os.environ if env is None else env), "DASHR_HOME": str(home)})
     client = manager.client()
     client.start_channels()
     try:
@@ -98,6 +99,12 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    with running_kernel(tmp_path_factory.mktemp("kernel_home")) as k:
+        yield k
 
 
 @pytest.fixture

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ThisInterpreter
-from jupyter_client.manager import KernelManager
-from test_kernel import SETUP, Kernel
+from test_kernel import SETUP, Kernel, running_kernel
 
 from dashr_ext import Dashr
 
@@ -20,17 +17,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    home = tmp_path_factory.mktemp("kernel_home")
-    manager = KernelManager(kernel_name="tests", kernel_spec_manager=ThisInterpreter())
-    manager.start_kernel(env={**os.environ, "DASHR_HOME": str(home)})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=60)
-        yield Kernel(manager, client, home)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    with running_kernel(tmp_path_factory.mktemp("kernel_home")) as k:
+        yield k
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import KernelManager
-from test_kernel import SETUP, Kernel, ThisInterpreter
+from test_kernel import SETUP, Kernel, running_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -19,18 +18,9 @@ NEW = re.compile(r"dashr_ext: new session file (\S+) \(written from the first re
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    home = tmp_path_factory.mktemp("kernel_settings_home")
-    manager = KernelManager(kernel_name="tests", kernel_spec_manager=ThisInterpreter())
     env = {k: v for k, v in os.environ.items() if not k.startswith("DASHR_")}
-    manager.start_kernel(env={**env, "DASHR_HOME": str(home)})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=60)
-        yield Kernel(manager, client, home)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    with running_kernel(tmp_path_factory.mktemp("kernel_settings_home"), env) as k:
+        yield k
 
 
 @pytest.fixture
