@@ -91,12 +91,13 @@ class Pruner:
             measurement = engine.measure(extra)
             if old is None and not engine.config.should_compact(measurement.total):
                 return None
-            take_old = bool(old)
-            if old is None:
-                every = self.items(measurement, old=True)
-                saved = sum(i.tokens_before - i.tokens_after for i in every)
-                take_old = not engine.config.should_compact(measurement.total - saved)
-            return self.run(measurement, extra, old=take_old)
+            if old is not None:
+                return self.run(measurement, extra, old=old)
+            every = self.items(measurement, old=True)
+            saved = sum(i.tokens_before - i.tokens_after for i in every)
+            if not engine.config.should_compact(measurement.total - saved):
+                return self.run(measurement, extra, old=True, planned=every)  # planned once
+            return self.run(measurement, extra, old=False)
 
     def run(
         self,
@@ -105,13 +106,17 @@ class Pruner:
         *,
         old: bool,
         span: tuple[int, int] | None = None,
+        planned: list[PruneItem] | None = None,
     ) -> PruneResult | None:
-        """Choose and commit one prune pass; None when nothing is prunable."""
+        """Choose and commit one prune pass; None when nothing is prunable.
+
+        ``planned``: the items :meth:`items` already chose on this measurement.
+        """
         engine = self.engine
         s = engine.session
         with s.lock:
             engine._check_measured(measurement)
-            items = self.items(measurement, old=old, span=span)
+            items = planned if planned is not None else self.items(measurement, old=old, span=span)
             if not items:
                 return None
             slot = engine._slot
