@@ -23,7 +23,7 @@ settings the session had; ``Dashr.open(path, config=…)`` overrides them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,30 @@ if TYPE_CHECKING:
 __all__ = ["Dashr"]
 
 
+class _ArchiveView(MutableMapping[str, Any]):
+    """The engine's handle on its controller's archive, which it builds on first use."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: Dashr) -> None:
+        self._owner = owner
+
+    def __getitem__(self, key: str) -> Any:
+        return self._owner.archive[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._owner.archive[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._owner.archive[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner.archive)
+
+    def __len__(self) -> int:
+        return len(self._owner.archive)
+
+
 class Dashr:
     """A session with compaction, archive and recall. Create with :meth:`create` or :meth:`open`."""
 
@@ -83,9 +107,10 @@ class Dashr:
         self._recall_config = recall
         self.meter = meter or TokenMeter()
         self._summarizer = make_summarizer(summarizer)
-        self.archive: MutableMapping[str, Any] = {} if archive is None else archive
+        self._archive: MutableMapping[str, Any] = {} if archive is None else archive
+        self._archive_cap = self._config.archive_max_bytes
+        self._archive_built = False  # built from the log on first use (see ``archive``)
         self._clock = clock
-        rebuild_archive(session, self._config.archive_max_bytes, self.archive)
         # Shared by every engine this controller builds (settings changes rebuild the engine).
         self._pass_slot = PassSlot()
         self._pointers = Pointers(session)
@@ -104,11 +129,27 @@ class Dashr:
             self._config,
             self.meter,
             self.summarizer,
-            self.archive,
+            _ArchiveView(self),
             pointers=self._pointers if self._recall_config.pointer == "inject" else False,
             slot=self._pass_slot,
             clock=self._clock,
         )
+
+    @property
+    def archive(self) -> MutableMapping[str, Any]:
+        """The compaction archive (the kernel's ``dashr_compaction_archive``), one entry per
+        committed checkpoint and pruned original.
+
+        Built from the log on first access, not on open: a read-only open for search, read or
+        outline never pays for it. The engine writes through the same mapping (it builds it
+        first), so the archive equals the one rebuilt from the log at every instant.
+        """
+        if not self._archive_built:
+            with self.session.lock:
+                if not self._archive_built:
+                    rebuild_archive(self.session, self._archive_cap, self._archive)
+                    self._archive_built = True
+        return self._archive
 
     def request_tools(self) -> list[dict[str, Any]]:
         """The ``tools`` of the next request: the header's, ``extra_tools``, then recall's."""
@@ -194,7 +235,7 @@ class Dashr:
         meter: TokenMeter | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> Dashr:
-        """Re-attach to a session file; rebuilds the archive from the log.
+        """Re-attach to a session file; the archive is rebuilt from the log on first use.
 
         Without ``config`` / ``recall``, the settings the log records apply (see the module
         docstring for which settings win).

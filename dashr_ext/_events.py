@@ -287,6 +287,12 @@ class Message:
     is_error: bool | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Keys beyond the vocabulary, preserved for the round-trip."""
+    _tool_calls: tuple[ToolCallBlock, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Computed once: replay and every pairing check ask for a message's calls.
+        calls = tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+        object.__setattr__(self, "_tool_calls", calls)
 
     @property
     def source_kind(self) -> str:
@@ -303,7 +309,8 @@ class Message:
 
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+        """The tool-call blocks, in order (built once, with the message)."""
+        return self._tool_calls
 
     @classmethod
     def from_json(cls, obj: object, where: str = "message") -> Message:

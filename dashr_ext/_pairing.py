@@ -28,6 +28,7 @@ from .errors import SurfaceError
 
 __all__ = [
     "SYNTHETIC_SOURCE",
+    "CutDepths",
     "ToolPairing",
     "in_place",
     "synthetic_result",
@@ -202,7 +203,14 @@ class ToolPairing:
         """``cuts[k]``: cutting the surface before position ``k`` splits no pair.
 
         A call still waiting blocks every cut after it; an abandoned call blocks none.
+        Computed from scratch (:class:`CutDepths` keeps the same answer as the surface changes).
         """
+        return [depth == 0 for depth in self.cut_depths(surface, current, position)]
+
+    def cut_depths(
+        self, surface: Sequence[int], current: set[int], position: Callable[[int], int]
+    ) -> list[int]:
+        """``depths[k]``: how many call/result pairs a cut before position ``k`` splits."""
         n = len(surface)
         diff = [0] * (n + 2)
         for cid, call_seq in self.call_seq.items():
@@ -221,9 +229,75 @@ class ToolPairing:
             if b > a:
                 diff[a + 1] += 1
                 diff[b + 1] -= 1
-        cuts: list[bool] = []
+        depths: list[int] = []
         running = 0
         for k in range(n + 1):
             running += diff[k]
-            cuts.append(running == 0)
-        return cuts
+            depths.append(running)
+        return depths
+
+
+class CutDepths:
+    """:meth:`ToolPairing.cut_depths` of the current surface, kept up to date per change.
+
+    An appended node adds one cut (the previous depth, plus the calls it opens, minus the
+    call its result closes); a replace, whose ends are balanced, merges its span's cuts into
+    one; a node replaced in place keeps every pair. Only a change that reaches back (a
+    message abandoning waiting calls, a late result for an abandoned call: logs of other
+    writers) marks the depths stale, to be recomputed from scratch when next asked for.
+    """
+
+    __slots__ = ("_depths", "_stale")
+
+    def __init__(self) -> None:
+        self._depths = [0]
+        self._stale = False
+
+    def fold(
+        self,
+        pairing: ToolPairing,
+        event: Event,
+        events: Sequence[Event],
+        current: set[int],
+        position: Callable[[int], int],
+    ) -> None:
+        """Fold the surface change of a checked ``event``, before the surface and the
+        pairing fold it (``events``: the log up to it)."""
+        if self._stale:
+            return
+        depths = self._depths
+        op, event_type, message = event.surface_op, event.type, event.message
+        if isinstance(op, Replace):
+            a, b = position(op.start_seq), position(op.end_seq)
+            if a == b and in_place(events[op.start_seq], event_type, message):
+                return  # one node for one: every pair is kept
+            if depths[a] or depths[b + 1]:  # not a balanced replace: never on a checked log
+                self._stale = True
+            else:
+                depths[a + 1 : b + 2] = [0]  # the new node opens and closes nothing
+            return
+        if event_type in _MESSAGE_TYPES and pairing.pending:  # abandons calls: reaches back
+            self._stale = True
+            return
+        delta = sum(1 for c in message.tool_calls if c.id not in pairing.result_seq)
+        cid = message.tool_call_id if event_type == "tool/result" else None
+        if cid is not None:
+            if cid in pairing.abandoned:  # a late result makes the pair block cuts again
+                self._stale = True
+                return
+            if pairing.call_seq.get(cid) in current:
+                delta -= 1
+        depths.append(depths[-1] + delta)
+
+    def depths(
+        self,
+        pairing: ToolPairing,
+        surface: Sequence[int],
+        current: set[int],
+        position: Callable[[int], int],
+    ) -> list[int]:
+        """The depth of every cut (``len(surface) + 1`` of them); do not mutate."""
+        if self._stale:
+            self._depths = pairing.cut_depths(surface, current, position)
+            self._stale = False
+        return self._depths

@@ -27,7 +27,7 @@ from ._events import (
 )
 from ._filelock import release_in_forked_child, renewed_in_child
 from ._formats.openai import to_event_specs, to_openai
-from ._pairing import SYNTHETIC_SOURCE, ToolPairing, in_place
+from ._pairing import SYNTHETIC_SOURCE, CutDepths, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store
@@ -200,6 +200,7 @@ class Session:
         self._surface: list[int] = []
         self._current: set[int] = set()
         self._pairing = ToolPairing()
+        self._cuts = CutDepths()
         self._turns = TurnFold()
         self._system_prompt: str | None = None
         self._system_seq: int | None = None
@@ -311,9 +312,12 @@ class Session:
         with self._lock:
             if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
                 return self._balance_cache[1]
-            cuts = self._pairing.balanced_cuts(self._surface, self._current, self.position)
+            cuts = [depth == 0 for depth in self._cut_depths()]
             self._balance_cache = (self._surface_version, cuts)
             return cuts
+
+    def _cut_depths(self) -> list[int]:  # kept as the surface changes (see CutDepths)
+        return self._cuts.depths(self._pairing, self._surface, self._current, self.position)
 
     def close_dangling_calls(self, reason: str = "reopened") -> list[Event]:
         """Close every call still waiting for a result with a synthetic one (SPEC §6.5).
@@ -566,8 +570,8 @@ class Session:
             )
         if a == b and in_place(self._events[op.start_seq], event.type, message):
             return  # one node for one: every call keeps its result
-        cuts = self.balanced_cuts()
-        if not (cuts[a] and cuts[b + 1]):
+        depths = self._cut_depths()
+        if depths[a] or depths[b + 1]:
             raise SurfaceError(
                 f"replace of seqs {op.start_seq}..{op.end_seq} would split a tool call "
                 "from its result; choose tool-pairing balanced ends"
@@ -585,6 +589,7 @@ class Session:
         data = event.data
         op = event.surface_op
         if op is not None:
+            self._cuts.fold(self._pairing, event, self._events, self._current, self.position)
             self._apply_surface(event, op)
         elif kind in MARKER_TYPES:
             self._turns.apply_marker(event.seq, kind, data)
