@@ -24,9 +24,18 @@ import json
 import re
 from typing import Any
 
+try:  # a faster parser for whole logs; json remains the reference and says what is wrong
+    from msgspec import MsgspecError
+    from msgspec.json import Decoder as _FastDecoder
+except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
+    _FAST_DECODE = None
+else:
+    _FAST_DECODE = _FastDecoder().decode
+
 __all__ = [
     "MAX_JSON_DEPTH",
     "arguments_object",
+    "decode_lines",
     "json_depth",
     "json_text_too_deep",
     "loads_json",
@@ -122,6 +131,33 @@ def arguments_object(arguments: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def decode_lines(data: bytes, end: int) -> list[dict[str, Any]] | None:
+    """The JSON object of each newline-terminated line of ``data[:end]``, decoded with
+    msgspec (about three times as fast as ``json``, and it shares the keys' strings).
+
+    None when msgspec is missing or any line is not a JSON object it decodes: the caller
+    then parses with ``json``, which accepts a few more inputs (``NaN``, ``1e400``, lone
+    surrogate escapes) and names what is wrong. Where both
+    decode a line they give equal objects (msgspec too keeps the last of repeated keys).
+    """
+    decode = _FAST_DECODE
+    if decode is None:
+        return None
+    out: list[dict[str, Any]] = []
+    append, find, view, start = out.append, data.find, memoryview(data), 0
+    try:
+        while start < end:
+            stop = find(b"\n", start)
+            obj = decode(view[start:stop])
+            if type(obj) is not dict:
+                return None
+            append(obj)
+            start = stop + 1
+    except (MsgspecError, RecursionError):
+        return None
+    return out
 
 
 def _encodable(text: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from ._events import now_ms
 from ._filelock import lock_exclusive, release_in_forked_child
+from ._jsontext import decode_lines
 from ._paths import utc_stamp
 from .errors import (
     ConfigError,
@@ -270,18 +271,10 @@ class Store:
         with self._mutex, _gc_paused():
             data = self._read_all()
             cut = data.rfind(b"\n") + 1  # length of the complete lines; 0 when there are none
-            try:
-                text = str(memoryview(data)[:cut], "utf-8")
-            except UnicodeDecodeError as err:
-                lineno = data.count(b"\n", 0, err.start) + 1
-                column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-                raise CorruptLogError(
-                    str(self.path), lineno, f"not valid UTF-8: {err.reason} at column {column}"
-                ) from None
-            raw_lines = text.split("\n")
-            raw_lines.pop()  # the empty string after the last newline
-            objs = self._parse_lines(raw_lines)
-            self._lines = len(raw_lines)
+            objs = decode_lines(data, cut)  # None: parse with json, which says what is wrong
+            if objs is None:
+                objs = self._parse_text(data, cut)
+            self._lines = len(objs)
             out: list[Any]
             if parse is None:
                 out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
@@ -308,7 +301,17 @@ class Store:
         except OSError as err:
             raise StoreError(f"{self.path}: cannot read the session file: {err}") from err
 
-    def _parse_lines(self, raw_lines: list[str]) -> list[dict[str, Any]]:
+    def _parse_text(self, data: bytes, cut: int) -> list[dict[str, Any]]:
+        try:
+            text = str(memoryview(data)[:cut], "utf-8")
+        except UnicodeDecodeError as err:
+            lineno = data.count(b"\n", 0, err.start) + 1
+            column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+            raise CorruptLogError(
+                str(self.path), lineno, f"not valid UTF-8: {err.reason} at column {column}"
+            ) from None
+        raw_lines = text.split("\n")
+        raw_lines.pop()  # the empty string after the last newline
         decode = _DECODER.decode
         try:
             objs = [decode(line) for line in raw_lines]

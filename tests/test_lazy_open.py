@@ -288,3 +288,115 @@ def test_a_message_builds_its_tool_calls_once() -> None:
     message = event.message
     assert message.tool_calls is message.tool_calls
     assert [c.id for c in message.tool_calls] == ["c"]
+
+
+# --------------------------------------------------------------------------- the store's parser
+
+_VALID_LINES = [
+    '{"seq":0,"type":"x-a","time":1,"data":{"t":"caf\\u00e9 \\"q\\" \\\\ \\n \\ud83d\\ude00 —"}}',
+    '{"seq":1,"type":"x-a","time":2,"data":{"f":[1.5,-0.0,1e-7,1.1000000000000001,2E3]}}',
+    '{"seq":2,"type":"x-a","time":3,"data":{"big":123456789012345678901234567890,"n":-9}}',
+    '{"seq":3,"type":"x-a","time":4,"data":{"k":1,"k":2,"deep":[[[{"a":[null,true]}]]]}}',
+    '  {"seq":4,"type":"x-a","time":5,"data":{"straße":"Überprüfung"}}\r',
+    '{"seq":5,"type":"x-a","time":6,"data":{"nan":NaN,"inf":1e400,"lone":"\\ud800"}}',
+]
+_CORRUPT = [
+    b"\n",
+    b"   \n",
+    b"[1]\n",
+    b'{"seq":0}{"seq":1}\n',
+    b'{"seq":0\n',
+    b'{"seq":"\xff"}\n',
+    b'\xef\xbb\xbf{"seq":0}\n',
+    b"[" * 3000 + b"]" * 3000 + b"\n",
+]
+
+
+def _load(path: Path) -> list[Any]:
+    from dashr_ext._store import Store
+
+    with Store.open(path, read_only=True) as store:
+        lines, _torn = store.load()
+    return [line.obj for line in lines]
+
+
+def test_the_store_parses_with_msgspec_and_gives_what_json_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dashr_ext._jsontext as jsontext
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes("\n".join(_VALID_LINES[:5]).encode() + b"\n")
+    fast_calls = _Counter(monkeypatch, jsontext, "_FAST_DECODE")
+    fast = _load(path)
+    assert fast_calls.calls == 5  # one decode per line, no fallback
+    monkeypatch.setattr(jsontext, "_FAST_DECODE", None)
+    assert _load(path) == fast == [json.loads(line) for line in _VALID_LINES[:5]]
+    # what msgspec refuses but json accepts falls back to json, line for line the same
+    path.write_bytes("\n".join(_VALID_LINES).encode() + b"\n")
+    reference = _load(path)
+    monkeypatch.undo()
+    again = _load(path)
+    assert repr(again) == repr(reference)  # NaN != NaN: compare the text
+
+
+@pytest.mark.parametrize("bad", _CORRUPT, ids=range(len(_CORRUPT)))
+def test_a_corrupt_line_gives_the_same_error_with_either_parser(
+    bad: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dashr_ext._jsontext as jsontext
+    from dashr_ext.errors import CorruptLogError
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_VALID_LINES[0].encode() + b"\n" + bad + _VALID_LINES[1].encode() + b"\n")
+    with pytest.raises(CorruptLogError) as fast:
+        _load(path)
+    monkeypatch.setattr(jsontext, "_FAST_DECODE", None)
+    with pytest.raises(CorruptLogError) as reference:
+        _load(path)
+    assert str(fast.value) == str(reference.value)
+    assert ":2: " in str(fast.value)
+
+
+def test_loaded_lines_share_their_keys(compacted: tuple[Path, dict[str, Any]]) -> None:
+    """Each key's string is held once for the whole log, not once per line."""
+    path, _live = compacted
+    objs = _load(path)
+    keys = {id(k) for obj in objs for k in obj}
+    assert len(keys) == len({k for obj in objs for k in obj})
+    messages = [o["data"]["message"] for o in objs if "message" in o["data"]]
+    assert len({id(k) for m in messages for k in m}) == len({k for m in messages for k in m})
+
+
+# --------------------------------------------------------------------------- the search cache
+
+
+def test_an_already_normalised_text_is_kept_not_copied() -> None:
+    from dashr_ext._recall.search import normalize
+
+    text = "".join(["already normalised text ", "with café"])  # built at run time
+    assert normalize(text) is text
+    changed = "Not Normalised"
+    assert normalize(changed) == "not normalised"
+
+
+def test_wide_texts_do_not_widen_the_narrow_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dashr_ext._recall.search as search_mod
+
+    monkeypatch.setattr(search_mod, "CHUNK_CHARS", 200)
+    rng = random.Random(7)
+    words = ["retry", "café", "budget", "naïve", "—", "straße", "Ω", "x"]
+    texts = [
+        search_mod.normalize(" ".join(rng.choices(words, k=rng.randint(1, 12)))) for _ in range(400)
+    ]
+    index = search_mod.SearchIndex()
+    for text in texts:
+        index.add(text)
+    narrow, wide = index._parts
+    assert narrow.chunks and wide.chunks
+    for chunk, _starts, _first in narrow.chunks:
+        chunk.encode("latin-1")  # one byte per character
+    for query in ("retry", "café budget", "—", "ω x", "straße", "x"):
+        expected = [i for i, text in enumerate(texts) if query in text]
+        assert index.find(query) == expected, query
+    assert [index.text_of(i) for i in range(len(texts))] == texts

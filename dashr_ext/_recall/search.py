@@ -6,13 +6,17 @@ normalisation (a composed ``é`` finds a decomposed one, ``ﬁ`` finds ``fi``) a
 whitespace runs to one space, so the words of a phrase may span any whitespace. A snippet
 maps the match back to the original characters. The index keeps one normalised copy of the
 log's message text in a few large strings scanned with ``str.find``; it grows with the log
-(only new events are added).
+(only new events are added). Texts of one byte per character (Latin-1) and wider ones are
+kept in separate strings, so a single dash in a checkpoint does not double the memory of the
+4 MB string it lands in.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 import unicodedata
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 
@@ -37,8 +41,23 @@ def _fold(text: str) -> str:
 
 
 def normalize(text: str) -> str:
-    """Case-folded, NFKC-normalised, whitespace runs collapsed to one space, ends stripped."""
-    return " ".join(_fold(text).split())
+    """Case-folded, NFKC-normalised, whitespace runs collapsed to one space, ends stripped.
+
+    A text already in that form is returned itself (no copy is kept).
+    """
+    out = " ".join(_fold(text).split())
+    return text if out == text else out
+
+
+def _narrow(text: str) -> bool:
+    """Whether ``text`` is stored at one byte per character (Latin-1)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _phrase_pattern(query: str) -> re.Pattern[str]:
@@ -122,9 +141,46 @@ def snippet(
 class SearchIndex:
     """Normalised text of the log's message events (index i = i-th message event).
 
-    Sealed chunks are big ``"\\n"``-joined strings (a normalised text holds no newline, so no
-    match crosses two events); the tail is joined on demand and cached.
+    Narrow (Latin-1) and wide texts go to two :class:`_Chunks`: joined, one wide character
+    would store every character of its chunk in two or four bytes.
     """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._parts = (_Chunks(), _Chunks())  # narrow, wide
+        self._part = bytearray()  # per index: which part holds it
+        self._local = array("q")  # per index: its number in that part
+        self._index = (array("q"), array("q"))  # per part: the index of each of its texts
+
+    @property
+    def chunks(self) -> list[tuple[str, list[int], int]]:
+        """The sealed chunks of both parts: ``(text, starts, first local number)``."""
+        return [*self._parts[0].chunks, *self._parts[1].chunks]
+
+    def add(self, text: str) -> None:
+        k = 0 if _narrow(text) else 1
+        self._part.append(k)
+        self._local.append(self._parts[k].count)
+        self._index[k].append(self.count)
+        self._parts[k].add(text)
+        self.count += 1
+
+    def find(self, query: str) -> list[int]:
+        """Indices of the events whose normalised text contains ``query``, ascending."""
+        found = [
+            [index[i] for i in part.find(query)]
+            for part, index in zip(self._parts, self._index, strict=True)
+        ]
+        return list(heapq.merge(*found)) if found[0] and found[1] else found[0] or found[1]
+
+    def text_of(self, index: int) -> str:
+        """The normalised text of the ``index``-th message event."""
+        return self._parts[self._part[index]].text_of(self._local[index])
+
+
+class _Chunks:
+    """Texts in big ``"\\n"``-joined strings (a normalised text holds no newline, so no match
+    crosses two texts); the tail is joined on demand and cached."""
 
     def __init__(self) -> None:
         self.count = 0
