@@ -19,6 +19,7 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from ._jsontext import MAX_JSON_DEPTH, json_depth, json_text_too_deep
@@ -270,6 +271,9 @@ def block_to_json(block: ContentBlock) -> JSON:
 
 # --------------------------------------------------------------------------- messages
 
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+"""The ``extra`` of every parsed message and event without extra keys: one shared, read-only."""
+
 _MESSAGE_KEYS = ("id", "role", "source", "content", "toolCallId", "toolName", "isError")
 _MESSAGE_KEY_SET = frozenset(_MESSAGE_KEYS)
 
@@ -291,7 +295,7 @@ class Message:
 
     def __post_init__(self) -> None:
         # Computed once: replay and every pairing check ask for a message's calls.
-        calls = tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+        calls = tuple([b for b in self.content if isinstance(b, ToolCallBlock)])
         object.__setattr__(self, "_tool_calls", calls)
 
     @property
@@ -323,10 +327,12 @@ class Message:
             raise EventError(f"{where}.source.kind: expected a string such as 'user' or 'model'")
         raw_content = _need(obj, "content", list, where)
         content = tuple(
-            TextBlock(b["text"])
-            if type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str
-            else block_from_json(b, f"{where}.content[{i}]")
-            for i, b in enumerate(raw_content)
+            [
+                TextBlock(b["text"])
+                if type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str
+                else block_from_json(b, f"{where}.content[{i}]")
+                for i, b in enumerate(raw_content)
+            ]
         )
         tool_call_id = tool_name = is_error = None
         if role == "tool":
@@ -334,7 +340,7 @@ class Message:
             tool_name = _need(obj, "toolName", str, where)
             is_error = _need(obj, "isError", bool, where)
         extra = (
-            {}
+            _NO_EXTRA
             if obj.keys() <= _MESSAGE_KEY_SET
             else {k: v for k, v in obj.items() if k not in _MESSAGE_KEY_SET}
         )
@@ -382,7 +388,8 @@ class Event:
     data: JSON
     surface_op: SurfaceOp | None = None
     source_event_seqs: tuple[int, ...] | None = None
-    extra: JSON = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Keys beyond the vocabulary, preserved for the round-trip (read-only)."""
     _message: Message | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -454,7 +461,7 @@ class Event:
                 raise EventError("event.sourceEventSeqs: expected a list of integers")
             source_seqs = tuple(sources)
         extra = (
-            {}
+            _NO_EXTRA
             if obj.keys() <= _EVENT_KEY_SET
             else {k: v for k, v in obj.items() if k not in _EVENT_KEY_SET}
         )

@@ -400,3 +400,14 @@ def test_wide_texts_do_not_widen_the_narrow_chunks(monkeypatch: pytest.MonkeyPat
         expected = [i for i, text in enumerate(texts) if query in text]
         assert index.find(query) == expected, query
     assert [index.text_of(i) for i in range(len(texts))] == texts
+
+
+def test_events_without_extra_keys_share_one_read_only_extra() -> None:
+    first = _event(1, "user/message", {"role": "user", "source": {"kind": "user"}, "content": []})
+    second = _event(2, "user/message", {"role": "user", "source": {"kind": "user"}, "content": []})
+    assert first.extra is second.extra and first.message.extra is second.message.extra
+    assert dict(first.extra) == {} and dict(first.message.extra) == {}
+    with pytest.raises(TypeError):
+        first.extra["x"] = 1  # type: ignore[index]
+    odd = Event.from_json({**first.to_json(), "x-note": 1})
+    assert odd.extra == {"x-note": 1} and odd.to_json()["x-note"] == 1
