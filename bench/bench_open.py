@@ -13,9 +13,10 @@ Each of ``--runs`` (default 3) runs happens in two fresh processes:
   figure of ``bench/bench_store.py``, built the same way); appends: encoding the log's
   objects with ``json`` (what the store writes) vs ``msgspec``/``orjson``, and whether their
   bytes are identical;
-* **memory**: peak RSS (``VmHWM`` on Linux, else ``ru_maxrss``) after ``Dashr.open(read_only=True)`` and one
-  ``history_search``, minus the same process's peak after its imports, against the logged
-  text: the file's bytes, and the characters of its message texts.
+* **memory**: peak RSS (``VmHWM`` on Linux, else ``ru_maxrss``) after
+  ``Dashr.open(read_only=True)`` and one ``history_search``, minus the same process's peak
+  after its imports, against the logged text: the file's bytes, and the characters of its
+  message texts.
 
 Targets: open < 1.5 s and <= 1.3x the bare ``json`` parse; replay of 100k plain events
 < 1 s; peak RSS <= 2.5x the logged text. A figure is reported as the min - max of the runs.
