@@ -72,6 +72,8 @@ LOG_ONLY_TYPES = frozenset(
     }
 )
 
+_KNOWN_TYPES = {kind: kind for kind in SURFACE_TYPES | LOG_ONLY_TYPES}
+
 SETTINGS_TYPES = frozenset({"session/header", "config/change"})
 """Log-only types that describe a session rather than record anything in it."""
 
@@ -446,6 +448,7 @@ class Event:
                 )
         if seq < 0:
             raise EventError(f"event.seq: expected an integer >= 0, got {seq}")
+        kind = _KNOWN_TYPES.get(kind, kind)  # one string per type, not one per event
         raw_op = obj.get("surfaceOp")
         op: SurfaceOp | None = (
             "append"

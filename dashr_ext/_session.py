@@ -160,7 +160,8 @@ class Session:
         try:
             lines, _torn = store.load()
             session = cls(store=None, read_only=read_only, clock=clock)
-            for line in lines:
+            for i, line in enumerate(lines):
+                lines[i] = None  # type: ignore[call-overload]  # the line's dict goes with it
                 try:
                     event = Event.from_json(line.obj)
                     session._check(event)

@@ -411,3 +411,11 @@ def test_events_without_extra_keys_share_one_read_only_extra() -> None:
         first.extra["x"] = 1  # type: ignore[index]
     odd = Event.from_json({**first.to_json(), "x-note": 1})
     assert odd.extra == {"x-note": 1} and odd.to_json()["x-note"] == 1
+
+
+def test_replayed_events_share_their_type_strings(
+    compacted: tuple[Path, dict[str, Any]],
+) -> None:
+    path, _live = compacted
+    s = Session.open(path, read_only=True)
+    assert len({id(e.type) for e in s.events}) == len({e.type for e in s.events})
