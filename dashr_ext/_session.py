@@ -6,7 +6,6 @@ SPEC §3; :class:`Session` documents its folds and what a reader without its loc
 from __future__ import annotations
 
 import dataclasses
-import gc
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from ._formats.openai import to_event_specs, to_openai
 from ._pairing import SYNTHETIC_SOURCE, CutDepths, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
-from ._store import Durability, Store
+from ._store import Durability, Store, gc_paused
 from ._turns import MARKER_TYPES, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
@@ -155,27 +154,23 @@ class Session:
         inspected; appends then raise :class:`~dashr_ext.errors.ReadOnlyError`.
         """
         store = Store.open(Path(path), read_only=read_only, durability=durability)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # replay allocates many long-lived objects; collection only costs time
         try:
-            lines, _torn = store.load()
-            session = cls(store=None, read_only=read_only, clock=clock)
-            for i, line in enumerate(lines):
-                lines[i] = None  # type: ignore[call-overload]  # the line's dict goes with it
-                try:
-                    event = Event.from_json(line.obj)
-                    session._check(event)
-                except (EventError, SurfaceError) as exc:
-                    raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
-                session._apply(event)
+            with gc_paused():  # replay builds many long-lived objects: collecting only costs time
+                lines, _torn = store.load()
+                session = cls(store=None, read_only=read_only, clock=clock)
+                for i, line in enumerate(lines):
+                    lines[i] = None  # type: ignore[call-overload]  # its dict goes with it
+                    try:
+                        event = Event.from_json(line.obj)
+                        session._check(event)
+                    except (EventError, SurfaceError) as exc:
+                        raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
+                    session._apply(event)
             if not session._events:
                 raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
         except BaseException:
             store.close()
             raise
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         session._store = store
         return session
 

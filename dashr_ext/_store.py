@@ -37,6 +37,7 @@ __all__ = [
     "LoadedLine",
     "Store",
     "TornTail",
+    "gc_paused",
 ]
 
 Durability = Literal["fsync", "flush"]
@@ -268,7 +269,7 @@ class Store:
         Raises :class:`CorruptLogError` (file untouched) when a complete line is not a
         JSON object or ``parse`` raises :class:`EventError` for it.
         """
-        with self._mutex, _gc_paused():
+        with self._mutex, gc_paused():
             data = self._read_all()
             cut = data.rfind(b"\n") + 1  # length of the complete lines; 0 when there are none
             objs = decode_lines(data, cut)  # None: parse with json, which says what is wrong
@@ -519,19 +520,18 @@ class Store:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many containers that are all kept.
-
-    Parsing a large log allocates hundreds of thousands of dicts and lists; the
-    collections this triggers find nothing to free yet cost about as much as the
-    parsing itself.
-    """
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many containers that are all kept (collecting
+    them costs as much as parsing and frees nothing); then move them to the oldest generation
+    at once (``gc.freeze``, ``unfreeze``): young collections need not scan them all again."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
