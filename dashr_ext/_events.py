@@ -322,12 +322,21 @@ class Message:
     def from_json(cls, obj: object, where: str = "message") -> Message:
         if not isinstance(obj, dict):
             raise EventError(f"{where}: expected an object, got {type(obj).__name__}")
-        msg_id = _need(obj, "id", str, where)
-        role = _need(obj, "role", str, where)
-        source = _need(obj, "source", dict, where)
+        msg_id, role, source = obj.get("id"), obj.get("role"), obj.get("source")
+        raw_content = obj.get("content")
+        if not (
+            type(msg_id) is str
+            and type(role) is str
+            and type(source) is dict
+            and type(raw_content) is list
+        ):  # the slow path exists to name the bad field
+            msg_id = _need(obj, "id", str, where)
+            role = _need(obj, "role", str, where)
+            source = _need(obj, "source", dict, where)
         if not isinstance(source.get("kind"), str):
             raise EventError(f"{where}.source.kind: expected a string such as 'user' or 'model'")
-        raw_content = _need(obj, "content", list, where)
+        if type(raw_content) is not list:
+            raw_content = _need(obj, "content", list, where)
         content = tuple(
             [
                 TextBlock(b["text"])

@@ -279,7 +279,8 @@ class CutDepths:
         if event_type in _MESSAGE_TYPES and pairing.pending:  # abandons calls: reaches back
             self._stale = True
             return
-        delta = sum(1 for c in message.tool_calls if c.id not in pairing.result_seq)
+        calls = message.tool_calls
+        delta = sum(1 for c in calls if c.id not in pairing.result_seq) if calls else 0
         cid = message.tool_call_id if event_type == "tool/result" else None
         if cid is not None:
             if cid in pairing.abandoned:  # a late result makes the pair block cuts again
