@@ -459,11 +459,13 @@ class Event:
             raise EventError(f"event.seq: expected an integer >= 0, got {seq}")
         kind = _KNOWN_TYPES.get(kind, kind)  # one string per type, not one per event
         raw_op = obj.get("surfaceOp")
-        op: SurfaceOp | None = (
-            "append"
-            if raw_op == "append" and kind in SURFACE_TYPES
-            else _parse_surface_op(raw_op, kind)
-        )
+        op: SurfaceOp | None
+        if raw_op is None and kind not in SURFACE_TYPES:  # the common cases, decided here
+            op = None
+        elif raw_op == "append" and kind in SURFACE_TYPES:
+            op = "append"
+        else:
+            op = _parse_surface_op(raw_op, kind)
         sources = obj.get("sourceEventSeqs")
         source_seqs: tuple[int, ...] | None = None
         if sources is not None:

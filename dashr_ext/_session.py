@@ -523,7 +523,8 @@ class Session:
             raise EventError("a session has exactly one session/header, at seq 0")
         op = event.surface_op
         if op is None:
-            self._check_shadowed_seqs(event)
+            if event.type == "compaction/summary":
+                self._check_shadowed_seqs(event)
             return
         message = event.message
         if isinstance(op, Replace):
