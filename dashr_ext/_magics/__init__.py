@@ -29,6 +29,7 @@ Magics (``%name?`` shows each one's manual)::
     %history_outline
     %history_read c42 | --seq N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
+    %history_search --all QUERY [--limit N]      (every session in Dashr.session_dir)
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
 Tab completes the subcommands, the options, checkpoint ids and recent session files.
