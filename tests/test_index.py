@@ -190,17 +190,23 @@ def _row(found: index_module.Found, name: str) -> index_module.SessionRow:
     return next(r for r in found.sessions if r.name == name)
 
 
-def test_both_tokenizers_confirm_the_same_matches(sessions: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tokenizer", ["trigram-full", "unicode61"])
+def test_every_index_kind_confirms_the_same_matches(
+    sessions: Path, tmp_path: Path, tokenizer: str
+) -> None:
     for query in QUERIES:
         trigram = find_all(sessions, query).matched
-        words = find_all(sessions, query, index_path=tmp_path / "u.sqlite3", tokenizer="unicode61")
-        assert words.matched == trigram, query
+        other = find_all(sessions, query, index_path=tmp_path / "u.sqlite3", tokenizer=tokenizer)
+        assert other.matched == trigram, query
 
 
 def test_short_phrases_scan_and_longer_ones_narrow() -> None:
     assert fts_query("ab", "trigram") is None
     assert fts_query("abc", "trigram") == '"abc"'
-    assert fts_query('say "hi"', "trigram") == '"say ""hi"""'
+    assert fts_query("abcab", "trigram") == '"abc" AND "bca" AND "cab"'  # each trigram once
+    assert fts_query('say "hi"', "trigram-full") == '"say ""hi"""'
+    long = fts_query("x" + "".join(chr(0x4E00 + i) for i in range(100)), "trigram")
+    assert long is not None and long.count(" AND ") == 23 and long.startswith('"x')
     assert fts_query("retry budget", "unicode61") == '"budget"*'  # "retry" may be a word's tail
     assert fts_query(" x.y z", "unicode61") == '"x" AND "y" AND "z"*'
     assert fts_query("word", "unicode61") is None

@@ -77,7 +77,7 @@ def _schema(tokenizer: str) -> str:
         units INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
         problem TEXT
     );
-    CREATE VIRTUAL TABLE texts USING {_FTS_MODULE}(text, tokenize='{tokenizer}');
+    CREATE VIRTUAL TABLE texts USING {_FTS_MODULE}(text, {TOKENIZERS[tokenizer]});
     INSERT INTO meta VALUES ('format', 'dashr-index'), ('schema', '{SCHEMA_VERSION}'),
         ('tokenizer', '{tokenizer}');
     """
@@ -87,10 +87,11 @@ def check_fts5(tokenizer: str = "trigram") -> None:
     """Raise :class:`SearchIndexError` unless this Python's SQLite has FTS5 and ``tokenizer``."""
     con = sqlite3.connect(":memory:")
     try:
-        con.execute(f"CREATE VIRTUAL TABLE probe USING {_FTS_MODULE}(x, tokenize='{tokenizer}')")
+        con.execute(f"CREATE VIRTUAL TABLE probe USING {_FTS_MODULE}(x, {TOKENIZERS[tokenizer]})")
     except sqlite3.Error as exc:
         raise SearchIndexError(
-            f"searching across sessions needs SQLite's FTS5 with its {tokenizer} tokenizer "
+            f"searching across sessions needs SQLite's FTS5 with its {tokenizer.split('-')[0]} "
+            "tokenizer "
             f"(SQLite 3.34 or later, built with FTS5); this Python's sqlite3 module has SQLite "
             f"{sqlite3.sqlite_version}, which says: {exc}"
         ) from None
@@ -233,7 +234,13 @@ class SessionIndex:
     def _update(self, stats: UpdateStats) -> None:
         con = self._con
         on_disk = {p.name: p for p in session_files(self.directory)}
-        known = dict(con.execute("SELECT name, id FROM sessions").fetchall())
+        seen = {
+            name: (sid, Recorded(Stat(dev, ino, size, mtime), indexed))
+            for sid, name, dev, ino, size, mtime, indexed in con.execute(
+                "SELECT id, name, dev, ino, size, mtime_ns, indexed_bytes FROM sessions"
+            )
+        }
+        known = {name: sid for name, (sid, _) in seen.items()}
         for name in sorted(set(known) - set(on_disk)):
             with _transaction(con):
                 self._forget(known[name])
@@ -245,6 +252,8 @@ class SessionIndex:
             except OSError:
                 continue
             now = Stat(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if name in seen and plan_update(seen[name][1], now) == "skip":
+                continue  # unchanged: no transaction, the file is not opened
             with _transaction(con):
                 self._update_one(name, path, now, stats)
 

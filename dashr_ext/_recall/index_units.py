@@ -27,6 +27,7 @@ from .search import normalize
 
 __all__ = [
     "IDENTITY_BYTES",
+    "MAX_TRIGRAMS",
     "TOKENIZERS",
     "BadLine",
     "Parsed",
@@ -40,8 +41,16 @@ __all__ = [
     "units_of",
 ]
 
-TOKENIZERS = ("trigram", "unicode61")
-"""FTS5 tokenizers the index can use; ``trigram`` is the default (docs/search-index.md)."""
+TOKENIZERS = {
+    "trigram": "tokenize='trigram', detail=none",
+    "trigram-full": "tokenize='trigram'",
+    "unicode61": "tokenize='unicode61'",
+}
+"""FTS5 table options per index kind. ``trigram`` (the default) keeps no positions: a query
+asks for the phrase's trigrams and the literal check does the rest (docs/search-index.md has
+the measurements that chose it)."""
+MAX_TRIGRAMS = 24
+"""Most trigrams of a long phrase a query asks for (spread over the phrase)."""
 IDENTITY_BYTES = 4096
 """Bytes at the head and before the indexed end that identify a file between updates."""
 _HEADER = "session/header"
@@ -167,15 +176,25 @@ _WORD = re.compile(r"[^\W_]+")
 def fts_query(phrase: str, tokenizer: str) -> str | None:
     """The ``MATCH`` expression for rows that may contain ``phrase`` (already normalised).
 
-    ``trigram``: the phrase itself (FTS5 matches it as a substring) when it has at least three
-    characters; shorter phrases have no trigram, so None. ``unicode61`` indexes whole words, so
+    ``trigram``: every trigram of the phrase (at most :data:`MAX_TRIGRAMS`, spread over it),
+    which the index holds without positions; ``trigram-full``: the phrase itself (FTS5 matches
+    it as a substring). A phrase shorter than three characters has no trigram: None.
+    ``unicode61`` indexes whole words, so
     only words that cannot be cut by the phrase's ends narrow: the first word when the phrase
     starts inside a word is left out, the last becomes a prefix query when the phrase ends in
     one; None when no word is left. Either way the result is a superset of the rows holding the
     phrase, and the literal check decides.
     """
-    if tokenizer == "trigram":
-        return quote(phrase) if len(phrase) >= 3 else None
+    if tokenizer.startswith("trigram"):
+        if len(phrase) < 3:
+            return None
+        if tokenizer == "trigram-full":
+            return quote(phrase)
+        grams = list(dict.fromkeys(phrase[i : i + 3] for i in range(len(phrase) - 2)))
+        if len(grams) > MAX_TRIGRAMS:
+            step = (len(grams) - 1) / (MAX_TRIGRAMS - 1)
+            grams = [grams[round(i * step)] for i in range(MAX_TRIGRAMS)]
+        return " AND ".join(quote(g) for g in grams)
     terms: list[str] = []
     for found in _WORD.finditer(phrase):
         if found.start() == 0:
