@@ -91,6 +91,7 @@ QUERIES = {
 }
 KINDS = ("trigram", "trigram-full", "unicode61")
 """``trigram``: no positions (the default); ``trigram-full``: with positions (phrase queries)."""
+QUERY_CALLS = 5
 BIG = RecallConfig(search_max_hits=200, read_max_chars=1_000_000)
 
 
@@ -183,7 +184,8 @@ def rg(directory: Path, query: str) -> float | None:
     return seconds
 
 
-def one_run(directory: Path, tokenizer: str, scans: dict[str, float]) -> dict[str, float]:
+def index_row(directory: Path, tokenizer: str) -> dict[str, float]:
+    """First build, size, an update with nothing new, an update after one appended event."""
     index = directory / f"bench-{tokenizer}.sqlite3"
     index.unlink(missing_ok=True)
     row: dict[str, float] = {}
@@ -197,16 +199,28 @@ def one_run(directory: Path, tokenizer: str, scans: dict[str, float]) -> dict[st
             d.record_openai({"role": "user", "content": f"appended note {time.time_ns()}"})
         row["append"], stats = timed(idx.update)
         assert list(stats.read) == [target.name]
-    for label, query in QUERIES.items():
-        times = [
-            timed(lambda q=query: search_all(directory, q, index_path=index, tokenizer=tokenizer))[
-                0
-            ]
-            for _ in range(3)
-        ]
-        row[f"q:{label}"] = statistics.median(times)
-        row[f"x:{label}"] = scans[label] / row[f"q:{label}"]
     return row
+
+
+def query_times(
+    directory: Path, rows: dict[str, dict[str, float]], scans: dict[str, float]
+) -> None:
+    """Each query through each index kind, interleaved (the kinds share the machine's noise),
+    the median of :data:`QUERY_CALLS` calls."""
+    for label, query in QUERIES.items():
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        for _ in range(QUERY_CALLS):
+            for kind in KINDS:
+                index = directory / f"bench-{kind}.sqlite3"
+                seconds, _ = timed(
+                    lambda q=query, i=index, k=kind: search_all(
+                        directory, q, index_path=i, tokenizer=k
+                    )
+                )
+                samples[kind].append(seconds)
+        for kind in KINDS:
+            rows[kind][f"q:{label}"] = statistics.median(samples[kind])
+            rows[kind][f"x:{label}"] = scans[label] / rows[kind][f"q:{label}"]
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -256,30 +270,30 @@ def main() -> None:
                 floor = rg(directory, QUERIES[label])
                 if floor is not None:
                     rg_times[label].append(floor)
-            for tokenizer in runs:
-                runs[tokenizer].append(one_run(directory, tokenizer, scans))
+            rows = {kind: index_row(directory, kind) for kind in KINDS}
+            query_times(directory, rows, scans)
+            for kind in KINDS:
+                runs[kind].append(rows[kind])
                 print(
-                    f"run {run + 1} {tokenizer}: "
-                    + ", ".join(
-                        f"{k} {v:.3f}" for k, v in runs[tokenizer][-1].items() if k != "size"
-                    )
+                    f"run {run + 1} {kind}: "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in rows[kind].items() if k != "size")
                 )
-        rows = table(runs, scan_times, rg_times, log_bytes)
-        print("\n".join(rows))
+        lines = table(runs, scan_times, rg_times, log_bytes)
+        print("\n".join(lines))
         if args.record:
             notes = machine_note_list()
             body = [
                 f"{len(files)} session files ({corpus} corpus sessions replayed with compaction, "
                 f"the rest synthetic), {log_bytes / 1e6:.1f} MB of logs; {args.runs} runs, each "
                 "figure the median with the spread (min–max) over the runs; query times are the "
-                "median of 3 calls within a run. Correctness: every query's matches per session "
-                "through either index "
+                f"median of {QUERY_CALLS} calls within a run, the index kinds interleaved. "
+                "Correctness: every query's matches per session through every index kind "
                 + ("equal" if not wrong else f"DIFFER from ({', '.join(wrong)})")
                 + " each session's own history_search.",
                 "",
                 f"`python bench/bench_index.py --record` ({join_notes(notes)})",
                 "",
-                *rows,
+                *lines,
             ]
             record_section(SECTION, "\n".join(body))
             print(f"recorded in {RESULTS.relative_to(ROOT)}")
