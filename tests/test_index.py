@@ -427,6 +427,25 @@ def test_concurrent_searches_share_one_index(sessions: Path) -> None:
     assert sorted(map(str, results)) == sorted(map(str, [*expected.values()] * 3))
 
 
+def test_an_index_another_process_is_writing_is_waited_for_not_replaced(
+    sessions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    find_all(sessions, "x")
+    index = sessions / INDEX_FILE
+    ino = index.stat().st_ino
+    monkeypatch.setattr(index_module, "BUSY_SECONDS", 0.05)
+    writer = sqlite3.connect(index, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(SearchIndexError, match=r"is busy: another process has been writing"):
+            find_all(sessions, "retry budget")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert index.stat().st_ino == ino  # not rebuilt under the writer's feet
+    assert not find_all(sessions, "retry budget").stats.rebuilt
+
+
 def test_the_update_plan_follows_the_file() -> None:
     from dashr_ext._recall.index_units import Recorded, Stat
 

@@ -38,7 +38,7 @@ Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
 :mod:`.options` (trait groups, validation, ``%config Dashr``'s text), :mod:`.settings`
 (options held back until they agree, the log's settings shown on attach), :mod:`.subcommands`
 (``%dashr``), :mod:`.sessions` (``%dashr sessions``, ``attach --last``),
-:mod:`.completion` (tab completion),
+:mod:`.completion` (tab completion), :mod:`.search_all` (``%history_search --all``),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
 :mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing), :mod:`.progress`

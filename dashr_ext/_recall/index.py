@@ -14,8 +14,10 @@ docs/search-index.md has the design, the schema and the measurements.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +158,10 @@ class SessionIndex:
                 try:
                     if self._is_ours(con):
                         return con
+                except sqlite3.OperationalError as exc:
+                    if _busy(exc):  # another process is writing it: not a reason to rebuild
+                        con.close()
+                        raise self._busy_error() from None
                 except sqlite3.DatabaseError:
                     pass
                 con.close()
@@ -177,10 +183,14 @@ class SessionIndex:
         memory when the directory cannot hold one."""
         self.rebuilt = True
         if self.path is not None:
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp: Path | None = None
             try:
-                tmp.unlink(missing_ok=True)
-                con = sqlite3.connect(tmp)
+                fd, name = tempfile.mkstemp(
+                    prefix=f"{self.path.name}.", suffix=".tmp", dir=self.path.parent
+                )
+                os.close(fd)
+                tmp = Path(name)
+                con = sqlite3.connect(tmp)  # an empty file is an empty database
                 con.executescript(_schema(self.tokenizer))
                 con.close()
                 for suffix in ("-journal", "-wal", "-shm"):  # a stale journal is the old file's
@@ -188,7 +198,9 @@ class SessionIndex:
                 os.replace(tmp, self.path)
                 return sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
             except (OSError, sqlite3.Error):
-                tmp.unlink(missing_ok=True) if tmp.parent.is_dir() else None
+                if tmp is not None:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
         self.path = None
         self.in_memory = True
         con = sqlite3.connect(":memory:", isolation_level=None)
@@ -204,15 +216,14 @@ class SessionIndex:
             try:
                 self._update(stats)
                 break
-            except sqlite3.OperationalError as exc:
-                if _busy(exc):
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
                     raise self._busy_error() from None
                 if attempt == 2:
-                    raise
-                self._recover(stats)
-            except sqlite3.DatabaseError:
-                if attempt == 2:
-                    raise
+                    raise SearchIndexError(
+                        f"the search index {self.path or '(in memory)'} cannot be used even "
+                        f"after rebuilding it ({exc})"
+                    ) from None
                 self._recover(stats)
         stats.rebuilt = stats.rebuilt or self.rebuilt
         return stats
@@ -485,7 +496,14 @@ def find_all(
     phrase = _phrase(query)
     with SessionIndex(Path(directory), path=index_path, tokenizer=tokenizer) as index:
         stats = index.update()
-        matched = index.candidates(phrase)
+        try:
+            matched = index.candidates(phrase)
+        except sqlite3.DatabaseError as exc:  # corrupt where the update did not look
+            if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+                raise index._busy_error() from None
+            index._recover(stats)
+            stats = index.update()
+            matched = index.candidates(phrase)
         return Found(phrase, index.sessions(), matched, stats)
 
 
