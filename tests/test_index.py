@@ -7,10 +7,13 @@ disposable: a missing, corrupt or foreign index file is rebuilt from the logs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -425,6 +428,27 @@ def test_concurrent_searches_share_one_index(sessions: Path) -> None:
         t.join()
     assert not errors
     assert sorted(map(str, results)) == sorted(map(str, [*expected.values()] * 3))
+
+
+def test_processes_building_the_index_at_once_agree(sessions: Path) -> None:
+    expected = find_all(sessions, "retry budget").matched
+    (sessions / INDEX_FILE).unlink()
+    code = (
+        "import sys, json; from pathlib import Path; "
+        "from dashr_ext._recall.index import find_all; "
+        "print(json.dumps(find_all(Path(sys.argv[1]), 'retry budget').matched))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(dashr_ext.__file__).parents[1])}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(sessions)], stdout=subprocess.PIPE, env=env
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert all(json.loads(out) == expected for out in outputs)
+    assert not find_all(sessions, "retry budget").stats.rebuilt
 
 
 def test_an_index_another_process_is_writing_is_waited_for_not_replaced(

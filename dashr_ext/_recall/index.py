@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -152,22 +153,28 @@ class SessionIndex:
     # ------------------------------------------------------------------ the file
 
     def _connect(self) -> sqlite3.Connection:
-        if self.path is not None and self.path.exists():
-            try:
-                con = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
-                try:
-                    if self._is_ours(con):
-                        return con
-                except sqlite3.OperationalError as exc:
-                    if _busy(exc):  # another process is writing it: not a reason to rebuild
-                        con.close()
-                        raise self._busy_error() from None
-                except sqlite3.DatabaseError:
-                    pass
+        con = self._open_if_ours()
+        return con if con is not None else self._rebuild(None)
+
+    def _open_if_ours(self) -> sqlite3.Connection | None:
+        """A connection to the index file when it is an index of this kind, else None."""
+        if self.path is None or not self.path.exists():
+            return None
+        try:
+            con = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
+        except sqlite3.DatabaseError:
+            return None
+        try:
+            if self._is_ours(con):
+                return con
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):  # another process is writing it: not a reason to rebuild
                 con.close()
-            except sqlite3.DatabaseError:
-                pass
-        return self._rebuild()
+                raise self._busy_error() from None
+        except sqlite3.DatabaseError:
+            pass
+        con.close()
+        return None
 
     def _is_ours(self, con: sqlite3.Connection) -> bool:
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
@@ -178,25 +185,32 @@ class SessionIndex:
             "tokenizer": self.tokenizer,
         }
 
-    def _rebuild(self) -> sqlite3.Connection:
+    def _rebuild(self, bad: int | None) -> sqlite3.Connection:
         """A fresh, empty index file put in place atomically (temp file, then rename); in
-        memory when the directory cannot hold one."""
+        memory when the directory cannot hold one.
+
+        Rebuilds take turns (a lock on ``<index>.lock``): one that waited uses the file the
+        other made, unless it is the file ``bad`` (an inode) found corrupt in use.
+        """
         self.rebuilt = True
         if self.path is not None:
             tmp: Path | None = None
             try:
-                fd, name = tempfile.mkstemp(
-                    prefix=f"{self.path.name}.", suffix=".tmp", dir=self.path.parent
-                )
-                os.close(fd)
-                tmp = Path(name)
-                con = sqlite3.connect(tmp)  # an empty file is an empty database
-                con.executescript(_schema(self.tokenizer))
-                con.close()
-                for suffix in ("-journal", "-wal", "-shm"):  # a stale journal is the old file's
-                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-                os.replace(tmp, self.path)
-                return sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
+                with _rebuild_lock(self.path):
+                    if self.path.exists() and self.path.stat().st_ino != bad:
+                        con = self._open_if_ours()  # made while this one waited
+                        if con is not None:
+                            return con
+                    fd, name = tempfile.mkstemp(
+                        prefix=f"{self.path.name}.", suffix=".tmp", dir=self.path.parent
+                    )
+                    os.close(fd)
+                    tmp = Path(name)
+                    con = sqlite3.connect(tmp)  # an empty file is an empty database
+                    con.executescript(_schema(self.tokenizer))
+                    con.close()
+                    os.replace(tmp, self.path)
+                    return sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
             except (OSError, sqlite3.Error):
                 if tmp is not None:
                     with contextlib.suppress(OSError):
@@ -231,7 +245,11 @@ class SessionIndex:
     def _recover(self, stats: UpdateStats) -> None:
         """The index file turned out corrupt while in use: make it anew and start over."""
         self._con.close()
-        self._con = self._rebuild()
+        bad = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                bad = self.path.stat().st_ino
+        self._con = self._rebuild(bad)
         stats.read.clear()
         stats.reindexed.clear()
         stats.rebuilt = True
@@ -417,6 +435,22 @@ def _identity(fh: BinaryIO, end: int) -> tuple[bytes, bytes]:
     fh.seek(start)
     tail = fh.read(end - start)
     return head, tail
+
+
+@contextlib.contextmanager
+def _rebuild_lock(index: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<index>.lock`` (a file left in place; POSIX only)."""
+    if sys.platform == "win32":  # pragma: no cover
+        yield
+        return
+    import fcntl
+
+    fd = os.open(f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
