@@ -246,8 +246,7 @@ class Session:
 
     @property
     def surface(self) -> Snapshot[int]:
-        """The current surface: ordered seqs of the nodes the next request is built from
-        (a read-only snapshot that copies nothing: later changes do not show in it)."""
+        """The seqs of the nodes the next request is built from: an O(1) read-only snapshot."""
         with self._lock:
             self._surface_shared = True
             return Snapshot(self._surface, len(self._surface))
@@ -633,7 +632,8 @@ class Session:
             return iter([self._events[seq] for seq in self._surface])
 
     def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
-        """The next request's messages, derived from the current surface (SPEC §3.2)."""
+        """The next request's messages, derived from the current surface (SPEC §3.2): a new
+        list; its dicts are renderings cached per node, so copy one before changing it."""
         if format != "openai":
             raise ValueError(f"format: expected 'openai', got {format!r}")
         with self._lock:  # renderings are cached per node: a step renders only its own
