@@ -54,6 +54,13 @@ SURFACE = 2_000
 HUGE = 10**9
 T0 = 1_764_460_000_000
 BIG = " ".join(f"w{i}" for i in range(1500))
+CONFIG = CompactionConfig(
+    context_window_tokens=HUGE,
+    recency_window_tokens=HUGE // 2,
+    retain_tokens=400,
+    prune_tool_output_tokens=500,
+)
+"""A threshold out of reach: the steps measured never compact."""
 
 
 # --------------------------------------------------------------------------- sessions
@@ -160,13 +167,7 @@ def build(count: int, shape: str) -> Dashr:
     while session.event(surface[end]).type != "tool/result":
         end += 1
     _checkpoint(session, 0, end)
-    config = CompactionConfig(
-        context_window_tokens=HUGE,
-        recency_window_tokens=HUGE // 2,
-        retain_tokens=400,
-        prune_tool_output_tokens=500,
-    )
-    d = Dashr(session, config=config, summarizer="extractive")
+    d = Dashr(session, config=CONFIG, summarizer="extractive")
     pruned = d.prune(start_seq=first_big, end_seq=last_big)
     assert pruned is not None and len(pruned.pruned) == 3, pruned
     d.request_messages()  # the pointer; every cache warm
@@ -251,8 +252,7 @@ def run_log(path: Path, steps: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench_step") as tmp:
         copy = Path(tmp) / "log.jsonl"
         copy.write_bytes(path.read_bytes())  # never write into the given log
-        d = Dashr.open(copy, summarizer="extractive", durability="flush")
-        d.config = CompactionConfig(context_window_tokens=HUGE, recency_window_tokens=HUGE // 2)
+        d = Dashr.open(copy, config=CONFIG, summarizer="extractive", durability="flush")
         d.request_messages()
         out = measure_one(d, steps, baseline_reps=7)
         d.close()
