@@ -17,8 +17,10 @@ events (median over many steps), and each figure is given as a ratio to the 1k o
 Baseline, same process: the old request path, every message rendered afresh
 (``to_openai``), on the same session.
 
-Each size runs in a fresh process; ``--runs 3`` (the default) repeats the whole bench three
-times and gives the median of the run medians with the spread (min–max). ``--record``
+Each shape runs in a fresh process that builds every size, then times them in turns (a step
+on each size, then the next step), so the ratios compare figures of one process taken side
+by side. ``--runs 3`` (the default) repeats the whole bench three times and gives the
+median of the run medians with the spread (min–max). ``--record``
 writes the "Per-step cost" section of ``bench/RESULTS.md``. ``--log PATH`` adds a row for a
 real compacted log (e.g. the 100k-event log ``bench/scale_log.py`` builds), opened and
 stepped the same way.
@@ -204,48 +206,73 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def measure_one(d: Dashr, steps: int, baseline_reps: int) -> dict[str, float]:
-    """Medians in ms over ``steps`` steps (the first 10 warm up and are dropped)."""
-    s = Stepper(d)
-    kept: list[Any] = []  # the previous request lives until the next one, as in a loop
+class Probe:
+    """The timed calls on one session; each returns its time in seconds."""
 
-    def step() -> None:
-        s.record()
-        kept[:] = [d.request_messages()]
+    def __init__(self, d: Dashr) -> None:
+        self.d = d
+        self.stepper = Stepper(d)
+        self.kept: list[Any] = []  # the previous request lives until the next, as in a loop
 
-    def no_copy() -> None:  # the step minus the list it returns: what caches cannot avoid
-        s.record()
-        d.engine.before_request(d._extra())
-        d.session._rendered.sync(d.session._surface, d.session.events)
+    def step(self) -> float:
+        self.stepper.record()
+        return timed(lambda: self.kept.__setitem__(slice(None), [self.d.request_messages()]))
 
-    def check() -> float:
-        d.record_openai({"role": "user", "content": "and the next one"})
-        return timed(d.measure)
+    def step_total(self) -> float:
+        return timed(self.step)
 
-    for _ in range(10):
-        step()
-        check()
-    step_ms = [timed(step) for _ in range(steps)]
-    inner_ms = [timed(no_copy) for _ in range(steps)]
-    measure_ms = [check() for _ in range(steps)]
-    rendered = d.session._rendered.items
-    copy_ms = [timed(lambda: kept.__setitem__(slice(None), [list(rendered)])) for _ in range(steps)]
-    old_ms = [timed(lambda: to_openai(d.session)) for _ in range(baseline_reps)]
-    assert d.request_messages() == to_openai(d.session)
-    return {
-        "surface": len(d.session.surface),
-        "events": len(d.session),
-        "step": statistics.median(step_ms) * 1e3,
-        "no_copy": statistics.median(inner_ms) * 1e3,
-        "copy": statistics.median(copy_ms) * 1e3,
-        "measure": statistics.median(measure_ms) * 1e3,
-        "old": statistics.median(old_ms) * 1e3,
-    }
+    def no_copy(self) -> float:
+        """The step minus the list it returns (what no cache can avoid)."""
+        d = self.d
+
+        def run() -> None:
+            self.stepper.record()
+            d.engine.before_request(d._extra())
+            d.session._rendered.sync(d.session._surface, d.session.events)
+
+        return timed(run)
+
+    def copy(self) -> float:
+        rendered = self.d.session._rendered.items
+        return timed(lambda: self.kept.__setitem__(slice(None), [list(rendered)]))
+
+    def measure(self) -> float:
+        self.d.record_openai({"role": "user", "content": "and the next one"})
+        return timed(self.d.measure)
 
 
-def run_size(count: int, shape: str, steps: int) -> dict[str, float]:
-    d = build(count, shape)
-    return measure_one(d, steps, baseline_reps=3 if count >= 1_000_000 else 7)
+def measure_all(ds: dict[int, Dashr], steps: int) -> dict[int, dict[str, float]]:
+    """Medians in ms per size; the sizes take turns, so the machine's noise hits them alike."""
+    probes = {n: Probe(d) for n, d in ds.items()}
+    kinds = ("step_total", "no_copy", "copy", "measure")
+    samples: dict[int, dict[str, list[float]]] = {n: {k: [] for k in kinds} for n in ds}
+    for _ in range(10):  # warm-up
+        for probe in probes.values():
+            probe.step_total()
+            probe.measure()
+    for kind in kinds:
+        for _ in range(steps):
+            for n, probe in probes.items():
+                samples[n][kind].append(getattr(probe, kind)())
+    out = {}
+    for n, d in ds.items():
+        reps = 3 if len(d.session.surface) >= 500_000 else 7
+        old = [timed(lambda d=d: to_openai(d.session)) for _ in range(reps)]
+        assert d.request_messages() == to_openai(d.session)
+        out[n] = {
+            "surface": len(d.session.surface),
+            "events": len(d.session),
+            "step": statistics.median(samples[n]["step_total"]) * 1e3,
+            "no_copy": statistics.median(samples[n]["no_copy"]) * 1e3,
+            "copy": statistics.median(samples[n]["copy"]) * 1e3,
+            "measure": statistics.median(samples[n]["measure"]) * 1e3,
+            "old": statistics.median(old) * 1e3,
+        }
+    return out
+
+
+def run_shape(shape: str, sizes: list[int], steps: int) -> dict[int, dict[str, float]]:
+    return measure_all({n: build(n, shape) for n in sizes}, steps)
 
 
 def run_log(path: Path, steps: int) -> dict[str, float]:
@@ -254,7 +281,7 @@ def run_log(path: Path, steps: int) -> dict[str, float]:
         copy.write_bytes(path.read_bytes())  # never write into the given log
         d = Dashr.open(copy, config=CONFIG, summarizer="extractive", durability="flush")
         d.request_messages()
-        out = measure_one(d, steps, baseline_reps=7)
+        out = measure_all({0: d}, steps)[0]
         d.close()
     return out
 
@@ -272,11 +299,11 @@ def ratio_spread(values: list[float], base: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
 
 
-def child(args: list[str]) -> dict[str, float]:
+def child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True
     )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -291,21 +318,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         kind, what, steps = args.child
-        result = (
-            run_log(Path(what), int(steps))
-            if kind == "log"
-            else run_size(int(what), kind, int(steps))
-        )
-        print(json.dumps(result))
+        if kind == "log":
+            print(json.dumps(run_log(Path(what), int(steps))))
+        else:
+            sizes = [int(x) for x in what.split(",")]
+            print(json.dumps(run_shape(kind, sizes, int(steps))))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     notes = machine_note_list()
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for r in range(args.runs):
         for shape in ("history", "compacted"):
-            for n in sizes:
-                steps = args.steps if n < 1_000_000 else max(50, args.steps // 2)
-                res = child([shape, str(n), str(steps)])
+            res_by_size = child([shape, args.sizes, str(args.steps)])
+            for key, res in res_by_size.items():
+                n = int(key)
                 runs.setdefault((shape, n), []).append(res)
                 print(
                     f"run {r + 1} {shape:9} {n:>9,} events: surface {res['surface']:,.0f}, "
@@ -332,8 +358,10 @@ def report(
     if args.log:
         cmd += f" --log {args.log}"
     lines = [
-        f"`{cmd}`: {args.runs} runs, each size in a fresh process; median of the run medians "
-        "(min–max over the runs), ms per call; ratios to the 1k figure of the same run. A step "
+        f"`{cmd}`: {args.runs} runs, each shape in a fresh process timing its sizes in turns; "
+        "median of the run medians (min–max over the runs), ms per call; ratios to the 1k "
+        "figure of the same process. Sessions grow by about 1,000 nodes while timed (the "
+        "surface column is the final size). A step "
         "is `record_openai` of an assistant tool call and its result, then `request_messages()`; "
         'measure is `measure()` after one more node. "old request" renders every message '
         "afresh (`to_openai`, the code path before this change) on the same session.",
