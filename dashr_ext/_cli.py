@@ -262,6 +262,13 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    from ._recall import cold
+
+    if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
+        result = cold.cold_search(args.file, args.query, args.checkpoint, args.limit)
+        if result is not None:
+            print(result)
+            return 0
     with _open_read_only(args.file) as d:
         print(d.history_search(args.query, checkpoint=args.checkpoint, limit=args.limit))
     return 0
