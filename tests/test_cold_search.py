@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import corpus_params, load_corpus
 
-from dashr_ext import CompactionConfig, Dashr
+from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext._checkpoints import is_checkpoint
 from dashr_ext._cli import main
 from dashr_ext._recall import cold
@@ -28,12 +28,21 @@ Query = tuple[str, str | None, int | None]
 """``(query, checkpoint, limit)``."""
 
 
+def warm_search(d: Dashr, query: str, checkpoint: str | None, limit: int | None) -> Any:
+    """``history_search`` through the search index (the cold first search switched off)."""
+    saved, cold.ENABLED = cold.ENABLED, False
+    try:
+        return d.history_search(query, checkpoint=checkpoint, limit=limit)
+    finally:
+        cold.ENABLED = saved
+
+
 def assert_same(path: Path, queries: Sequence[Query]) -> None:
     """Cold and warm search agree on every query (the cold path never declines here)."""
     data = path.read_bytes()
     with Dashr.open(path, read_only=True) as d:
         for query, checkpoint, limit in queries:
-            warm = d.history_search(query, checkpoint=checkpoint, limit=limit)
+            warm = warm_search(d, query, checkpoint, limit)
             got = cold.search_bytes(data, query, checkpoint, limit)
             assert got is not None, f"the cold path declined {query!r}"
             assert str(got) == str(warm), f"{query!r} checkpoint={checkpoint} limit={limit}"
@@ -120,6 +129,8 @@ def corpus_log(path: Path, out: Path, window: int = 8_000) -> Path:
         d.request_messages()
         if d.session.open_step is not None:  # a finished session: no step runs on
             d.record_openai({"role": "assistant", "content": "Done."})
+        if not d.checkpoints():  # a short session: one manual pass
+            d.compact()
     return out
 
 
@@ -453,6 +464,35 @@ def _run_exit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
     except SystemExit as exit:  # argparse
         out, err = capsys.readouterr()
         return int(exit.code or 0), out, err
+
+
+def test_the_first_search_of_a_read_only_session_scans_the_file(tricky: Path) -> None:
+    """A one-off search of a read-only session does not fold every message into the index;
+    the next search builds it. Both give what the index gives, with the caller's settings."""
+    recall = RecallConfig(read_max_chars=1_500, search_max_hits=4)
+    with Dashr.open(tricky, read_only=True, recall=recall) as d:
+        expected = [str(warm_search(d, q, None, None)) for q in ("line 5", "café")]
+    with Dashr.open(tricky, read_only=True, recall=recall) as d:
+        first = d.history_search("line 5")
+        assert d.recall._search.count == 0  # no index built
+        assert [str(first), str(d.history_search("café"))] == expected
+        assert d.recall._search.count > 0  # the second search built it
+    with Dashr.open(tricky, recall=recall) as writer:  # a writer keeps its index
+        assert str(writer.history_search("line 5")) == expected[0]
+        assert writer.recall._search.count > 0
+
+
+def test_the_first_search_ignores_events_appended_after_the_open(
+    tricky: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "grows.jsonl"
+    log.write_bytes(tricky.read_bytes())
+    with Dashr.open(log, read_only=True) as reader:
+        with Dashr.open(log) as writer:
+            writer.record_openai({"role": "user", "content": "class loaders again"})
+            writer.record_openai({"role": "assistant", "content": "class loaders done"})
+        first = str(reader.history_search("class loaders"))
+        assert first == str(warm_search(reader, "class loaders", None, None))
 
 
 def open_step_log(out: Path) -> Path:

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import overload
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
-from .._config import CONFIG_CHANGE, RecallConfig, logged_settings
+from .._config import RecallConfig, logged_settings
 from .._events import SURFACE_TYPES, Event, Replace
+from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
 from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
@@ -43,7 +44,7 @@ from .render import event_body, minute_utc
 from .result import RecallResult
 from .search import SNIPPET_CHARS, normalize, snippet
 
-__all__ = ["ENABLED", "ColdLog", "cold_search", "search_bytes"]
+__all__ = ["ENABLED", "ColdLog", "cold_search", "search_bytes", "search_replayed"]
 
 ENABLED = True
 """The ``dashr search`` command tries the cold path first (tests and benches turn it off)."""
@@ -123,9 +124,16 @@ class ColdLog:
     config: RecallConfig = field(default_factory=RecallConfig)
     found: set[int] = field(default_factory=set)
     """Seqs of the message lines holding one of the needles :meth:`scan` was given."""
+    replayed: Sequence[Event] | None = None
+    """The log's events when a replay already holds them (then no line is decoded)."""
 
     @classmethod
-    def scan(cls, data: bytes, needles: Sequence[bytes | re.Pattern[bytes]] = ()) -> ColdLog:
+    def scan(
+        cls,
+        data: bytes,
+        needles: Sequence[bytes | re.Pattern[bytes]] = (),
+        replayed: Sequence[Event] | None = None,
+    ) -> ColdLog:
         """The cheap pass; ``needles`` are looked for in the same pass (:attr:`found`).
 
         Raises :class:`_Refused` when only a replay will do.
@@ -143,7 +151,7 @@ class ColdLog:
         types = [first.group(2), *(h[1] for h in heads)]
         ops = [first.group(3), *(h[2] for h in heads)]
         starts = _line_starts(data)
-        log = cls(data, starts, types)
+        log = cls(data, starts, types, replayed=replayed)
         log._fold(ops, needles)
         return log
 
@@ -151,6 +159,8 @@ class ColdLog:
         return self.data[self.starts[seq] : self.starts[seq + 1] - 1]
 
     def event(self, seq: int) -> Event:
+        if self.replayed is not None:
+            return self.replayed[seq]
         event = self.decoded.get(seq)
         return event if event is not None else _decode(self.line(seq))
 
@@ -210,13 +220,13 @@ class ColdLog:
             if any(0x20 <= int(h, 16) < 0x7F for h in ESCAPE.findall(self.line(seq))):
                 wanted.add(seq)
         surface_kinds = _SURFACE | _DECODED_TYPES
-        self.decoded = {
-            s: _decode(self.line(s)) for s in sorted(wanted) if types[s] in surface_kinds
-        }
+        self.decoded = {s: self.event(s) for s in sorted(wanted) if types[s] in surface_kinds}
         self._markers()
         self._surface(ops)
         self._owners()
         settings = [e for e in self.decoded.values() if e.type == CONFIG_CHANGE]
+        if self.replayed is not None:
+            return  # the caller's settings apply
         if settings:
             try:
                 self.config = logged_settings(settings)[1]
@@ -391,6 +401,55 @@ def needles(p: Plan | None) -> list[bytes | re.Pattern[bytes]]:
     if p.primary_has_digit:
         found.append(TOOL_CALL)
     return found
+
+
+def search_replayed(
+    events: Sequence[Event],
+    path: Path,
+    config: RecallConfig,
+    query: str,
+    checkpoint: str | None = None,
+    limit: int | None = None,
+) -> RecallResult | None:
+    """``Recall.search`` of a replayed log (``events``, read from ``path``) without building
+    the search index: the file's first ``len(events)`` lines are scanned as
+    :func:`search_bytes` does, and the candidates' events taken from ``events``. None when
+    only the index gives the answer (the file no longer starts with those events, …)."""
+    phrase = normalize(query) if isinstance(query, str) else ""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not phrase or not events:
+        return None
+    p = plan(phrase)
+    try:
+        end = _nth_line_end(data, len(events))
+        log = ColdLog.scan(data[:end], needles(p), replayed=events)
+        if log.types[-1].decode() != events[-1].type:
+            return None  # not the file the events came from
+        log.config = config
+        return log.search(phrase, p, query, checkpoint, limit)
+    except _Refused:
+        return None
+
+
+def _nth_line_end(data: bytes, n: int) -> int:
+    """Offset just past the ``n``-th newline of ``data``; raises :class:`_Refused` when there
+    are fewer lines."""
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", min(at + CHUNK_BYTES, len(data) - 1)) + 1
+        if end == 0:
+            break
+        count = data.count(b"\n", at, end)
+        if count >= n:
+            for _ in range(n):
+                at = data.index(b"\n", at) + 1
+            return at
+        n -= count
+        at = end
+    raise _Refused
 
 
 def cold_search(
