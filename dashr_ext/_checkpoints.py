@@ -113,11 +113,14 @@ class CheckpointIndex:
         self._seen = 0
         self._by_node: dict[int, int] = {}
 
-    def update(self, log: EventLog, only: Iterable[int] | None = None) -> bool:
+    def update(
+        self, log: EventLog, only: Iterable[int] | None = None, previews: bool = True
+    ) -> bool:
         """Fold the new events; True when a checkpoint was added or superseded.
 
         ``only`` (ascending seqs) limits the fold to those of the new events, for a caller
-        that knows no other new event is a checkpoint node.
+        that knows no other new event is a checkpoint node; without ``previews`` every
+        checkpoint's preview is left empty (a caller that never shows it).
         """
         events = log.events
         changed = False
@@ -146,7 +149,7 @@ class CheckpointIndex:
                     shadowed_tokens=int(data["shadowedTokenCount"]),
                     superseded_by=None,
                     time=summary.time,
-                    preview=summary_preview(str(data["summary"]))[:120],
+                    preview=summary_preview(str(data["summary"]))[:120] if previews else "",
                     node_seq=seq,
                     trigger=str(data["trigger"]),
                     role=checkpoint_class(data),

@@ -188,6 +188,10 @@ def tricky_log(out: Path) -> Path:
             )
             output = "\n".join(f"{TRICKY[(i + k) % 4]} line {k}" for k in range(60))
             d.record_openai({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+        png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+        png += "mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+        image = {"type": "image_url", "image_url": {"url": png}}
+        d.record_openai({"role": "user", "content": [{"type": "text", "text": "see 1x1"}, image]})
         d.request_messages()
         d.record_openai({"role": "assistant", "content": "Done. ＤＯＮＥ ﬁnally."})
     return out
@@ -226,6 +230,9 @@ TRICKY_QUERIES = [
     "½ cup",
     "1⁄2 cup",
     "done finally",
+    "[image image/png",
+    "attachment",
+    "see 1x1 [image",
     "task 7",
     "line 59",
 ]

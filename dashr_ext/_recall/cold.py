@@ -39,7 +39,7 @@ from .._pruned import archive_key, pruned_info
 from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
-from .prefilter import ESCAPE, TOOL_CALL, Plan, line_may_match, plan
+from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
 from .search import SNIPPET_CHARS, normalize, snippet
@@ -144,13 +144,13 @@ class ColdLog:
         if first is None or first.group(1) != b"0":
             raise _Refused
         heads = _NEXT.findall(data)
-        if len(heads) + 1 != data.count(b"\n"):
+        starts = _line_starts(data)
+        if len(heads) + 2 != len(starts):
             raise _Refused  # a line in another shape
         if list(map(int, (h[0] for h in heads))) != list(range(1, len(heads) + 1)):
             raise _Refused  # seqs that are not dense
         types = [first.group(2), *(h[1] for h in heads)]
         ops = [first.group(3), *(h[2] for h in heads)]
-        starts = _line_starts(data)
         log = cls(data, starts, types, replayed=replayed)
         log._fold(ops, needles)
         return log
@@ -261,7 +261,7 @@ class ColdLog:
     def _owners(self) -> None:
         index = CheckpointIndex()
         nodes = [s for s, e in self.decoded.items() if e.type == "user/message"]
-        index.update(_Sparse(self.decoded, len(self.types)), only=sorted(nodes))
+        index.update(_Sparse(self.decoded, len(self.types)), only=sorted(nodes), previews=False)
         self.checkpoints = index.items
         for c in self.checkpoints:
             for seq in c.shadowed_seqs:
@@ -395,11 +395,11 @@ def needles(p: Plan | None) -> list[bytes | re.Pattern[bytes]]:
     the primary needle, and whatever lets a line hold the phrase without it."""
     if p is None:
         return []
-    found: list[bytes | re.Pattern[bytes]] = [p.primary, b'"image"']
+    found: list[bytes | re.Pattern[bytes]] = [p.primary]
     if p.folding_pattern is not None:
         found.append(p.folding_pattern)
     if p.primary_has_digit:
-        found.append(TOOL_CALL)
+        found += [TOOL_CALL, IMAGE]
     return found
 
 

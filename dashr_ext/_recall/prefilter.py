@@ -15,13 +15,14 @@ the search text, so it lies in the raw line, case aside, unless
   :mod:`.asciifold`): a line holding one whose search form can overlap a needle is tested
   with those characters replaced by their search form;
 * the text comes from the body's labels rather than the line (``[prior state checkpoint]``,
-  ``(empty)``, ``Infinity`` re-serialised from an overflowing number): runs inside those
-  words are not needles; ``[tool call]`` and ``[reasoning]`` name block types the line
-  spells out;
-* the body shows an image (``[image image/png 800x600 …]``): such lines are always decoded;
-* the run holds a digit and the line carries a tool call: re-serialised arguments may write
-  a number differently (``1e5`` reads ``100000.0``) and a decoded argument is named by its
-  path (``[edits[0].new]``), so digit runs are only required of lines without a tool call.
+  ``(empty)``, ``Infinity`` re-serialised from an overflowing number, the ``x`` of an
+  image's size): runs inside those words are not needles; ``[tool call]``, ``[reasoning]``
+  and ``[image …]`` name block types the line spells out, the image's media type, size and
+  attachment id are fields of the line;
+* the run holds a digit and the line carries a tool call or an image: re-serialised
+  arguments may write a number differently (``1e5`` reads ``100000.0``), a decoded argument
+  is named by its path (``[edits[0].new]``) and an image reads ``[image image/png 800x600
+  …]``, so digit runs are only required of lines without either.
 
 A phrase without a usable needle (all non-ASCII, or only label words) gets no plan: every
 message line is decoded.
@@ -36,12 +37,14 @@ from .asciifold import ascii_folding
 
 __all__ = ["Plan", "line_may_match", "plan"]
 
-SYNTHETIC_WORDS = ("prior", "empty", "infinity")
-"""Words a body shows that its raw line need not spell (labels, re-serialised numbers)."""
+SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
+"""Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
+``x`` of an image's ``800x600``)."""
 
 TOOL_CALL = b'"tool-call"'
 """Every line whose message carries a tool call holds this (the block's type)."""
-IMAGE = re.compile(rb'"type"\s*:\s*"image"')
+IMAGE = b'"image"'
+"""Every line whose message shows an image holds this (the block's type)."""
 ESCAPE = re.compile(rb"\\u([0-9a-fA-F]{4})")
 
 _RUN = re.compile(r"[a-z0-9]+")
@@ -141,7 +144,7 @@ def _escapes_risky(line: bytes, plan: Plan) -> bool:
 
 def line_may_match(line: bytes, plan: Plan) -> bool:
     """Whether the raw JSON ``line`` may hold the phrase (False only when it cannot)."""
-    if _escapes_risky(line, plan) or IMAGE.search(line):
+    if _escapes_risky(line, plan):
         return True
     try:
         low = plan.project(line)
@@ -149,6 +152,6 @@ def line_may_match(line: bytes, plan: Plan) -> bool:
         return True  # decoding it says what is wrong
     if not all(n in low for n in plan.needles):
         return False
-    if plan.digit_needles and TOOL_CALL not in line:
+    if plan.digit_needles and TOOL_CALL not in line and IMAGE not in line:
         return all(n in low for n in plan.digit_needles)
     return True
