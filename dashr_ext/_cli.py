@@ -5,6 +5,7 @@
     dashr outline FILE                 the history_outline text
     dashr read FILE c42 | --seq N | --cursor TOKEN
     dashr search FILE QUERY [--checkpoint c42] [--limit N]
+    dashr search --all [DIR] QUERY [--limit N]    (DIR: $DASHR_HOME/sessions by default)
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
     dashr import FILE [--format openai] [-o OUT.jsonl]
     dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
@@ -90,9 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     read.add_argument("--cursor", help="the token after 'cursor:' on a previous page")
 
     search = sub.add_parser("search", help="literal, case-insensitive search of the history")
-    search.add_argument("file", type=Path)
-    search.add_argument("query")
+    search.add_argument("file", metavar="FILE", help="the session file (with --all: DIR, optional)")
+    search.add_argument("query", nargs="?", metavar="QUERY")
     search.add_argument("--checkpoint")
+    search.add_argument(
+        "--all",
+        action="store_true",
+        help="search every session file in DIR (default: $DASHR_HOME/sessions) through its "
+        "index, DIR/.dashr-index.sqlite3 (built and updated from the logs)",
+    )
     search.add_argument("--limit", type=_count(1, RecallConfig().search_max_hits))
 
     compact = sub.add_parser(
@@ -262,15 +269,42 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    if args.all:
+        return _search_all(args)
+    if args.query is None:
+        raise _UsageError("give FILE and QUERY, or --all [DIR] QUERY to search every session")
     from ._recall import cold
 
     if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
-        result = cold.cold_search(args.file, args.query, args.checkpoint, args.limit)
+        result = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit)
         if result is not None:
             print(result)
             return 0
-    with _open_read_only(args.file) as d:
+    with _open_read_only(Path(args.file)) as d:
         print(d.history_search(args.query, checkpoint=args.checkpoint, limit=args.limit))
+    return 0
+
+
+def _search_all(args: argparse.Namespace) -> int:
+    from ._paths import dashr_home
+    from ._recall.index import search_all
+
+    if args.checkpoint is not None:
+        raise _UsageError(
+            "--checkpoint names a checkpoint of one session; it does not go with --all "
+            "(dashr search FILE QUERY --checkpoint c42 searches one)"
+        )
+    if args.query is None:  # `dashr search --all QUERY`: the default directory
+        directory, query = dashr_home() / "sessions", args.file
+    else:
+        directory, query = Path(args.file), args.query
+    args.file = directory  # errors name the directory
+    if not directory.is_dir():
+        raise ValueError(
+            f"{directory}: not a directory; --all searches every session file in DIR "
+            "(default: $DASHR_HOME/sessions)"
+        )
+    print(search_all(directory, query, limit=args.limit))
     return 0
 
 

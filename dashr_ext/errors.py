@@ -12,7 +12,8 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── StoreError                          the session file cannot be used
     │   ├── CorruptLogError                 a line in the middle of the file is not a valid event
     │   ├── SessionLockedError              another process holds the writer lock
-    │   └── ReadOnlyError                   a write on a session opened read-only
+    │   ├── ReadOnlyError                   a write on a session opened read-only
+    │   └── SearchIndexError                the cross-session search index cannot be used
     ├── CompactionError                     a compaction pass cannot start or commit
     │   ├── CompactionInProgressError       a pass is already running for this session
     │   └── SummarizerError                 the summarizer failed (timeout, HTTP error, bad output)
@@ -59,6 +60,7 @@ __all__ = [
     "ProtocolError",
     "ReadOnlyError",
     "RecallError",
+    "SearchIndexError",
     "SessionLockedError",
     "StoreError",
     "SummarizerEndpointError",
@@ -129,6 +131,11 @@ class SessionLockedError(StoreError):
 
 class ReadOnlyError(StoreError):
     """A write was attempted on a session opened read-only."""
+
+
+class SearchIndexError(StoreError):
+    """The cross-session search index cannot be used: this Python's SQLite lacks FTS5 (or its
+    tokenizer), or another process holds the index too long. The session files are untouched."""
 
 
 class CompactionError(DashrError):

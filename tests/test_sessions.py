@@ -602,7 +602,7 @@ def test_tab_completes_subcommands_options_and_session_files(ip: InteractiveShel
     assert completions(ip, "%dashr sessions --") == ["--limit"]
     assert completions(ip, "%compact --") == ["--dry-run", "--prune-only"]
     assert completions(ip, "%%agent --m") == ["--max-steps"]
-    assert completions(ip, "%history_search retry --") == ["--checkpoint", "--limit"]
+    assert completions(ip, "%history_search retry --") == ["--checkpoint", "--limit", "--all"]
 
 
 def test_tab_completes_checkpoint_ids(ip: InteractiveShell) -> None:

@@ -29,6 +29,7 @@ Magics (``%name?`` shows each one's manual)::
     %history_outline
     %history_read c42 | --seq N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
+    %history_search --all QUERY [--limit N]      (every session in Dashr.session_dir)
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)
 
 Tab completes the subcommands, the options, checkpoint ids and recent session files.
@@ -37,7 +38,7 @@ Modules: :mod:`.configurable` (the ``Dashr`` class: traits and magic methods),
 :mod:`.options` (trait groups, validation, ``%config Dashr``'s text), :mod:`.settings`
 (options held back until they agree, the log's settings shown on attach), :mod:`.subcommands`
 (``%dashr``), :mod:`.sessions` (``%dashr sessions``, ``attach --last``),
-:mod:`.completion` (tab completion),
+:mod:`.completion` (tab completion), :mod:`.search_all` (``%history_search --all``),
 :mod:`.attachment` (the session file and the bound names), :mod:`.snapshot` (dill),
 :mod:`.agent_turn` (``%%agent`` output), :mod:`.arguments` (parsing, one-line errors),
 :mod:`.bridge` (the comm's ``configure``: the options, set all-or-nothing), :mod:`.progress`

@@ -54,6 +54,7 @@ from .options import (
     trait_errors,
 )
 from .progress import CellProgress
+from .search_all import search_sessions
 from .settings import Staging, own_summarizer_field, show_settings
 from .subcommands import COMMANDS, USAGE
 from .subcommands import run as run_subcommand
@@ -553,6 +554,7 @@ class Dashr(Magics):
     @argument("query", nargs="+", help="the literal text to find; quotes group words")
     @argument("--checkpoint", help="search only this checkpoint's shadowed originals, e.g. c42")
     @argument("--limit", type=int, help="show at most N hits (up to Dashr.search_max_hits)")
+    @argument("--all", action="store_true", help="search every session in Dashr.session_dir")
     @no_var_expand
     def history_search(self, line: str) -> RecallResult:
         """Find literal text anywhere in the session's history, compacted or visible.
@@ -560,16 +562,21 @@ class Dashr(Magics):
         Case-insensitive; words match across any whitespace; quotes group words and are
         not part of the query; no $variable expansion. Each hit shows its seq, whether it
         is shadowed (and by which checkpoint) or visible, its time and a snippet.
-        Same text as print(history_search(...)).
+        Same text as print(history_search(...)). --all searches every session file in
+        Dashr.session_dir instead (through its index; each hit names its session).
 
         Examples::
 
           %history_search retry budget
           %history_search "ValueError: x" --checkpoint c42 --limit 5
+          %history_search --all retry budget
         """
         args = parse(self.history_search, line)
         query = " ".join(unquote(word) for word in args.query)
         checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
+        if args.all:  # every session file of the directory, through its index
+            config = self.recall_config()
+            return search_sessions(self.session_dir, query, checkpoint, args.limit, config)
         with one_line_errors():
             return self.controller.history_search(query, checkpoint=checkpoint, limit=args.limit)
 
