@@ -5,7 +5,8 @@ a search needs much less. This reads the file as bytes and makes one cheap pass:
 
 * every line's header (``{"seq":N,"type":"…","time":T,"surfaceOp":…``, the order this
   package writes) gives the message seqs and the surface appends, without decoding a line;
-* only the small or rare lines are decoded: ``compaction/*`` and ``config/change`` events,
+* only the small or rare lines are decoded: ``compaction/start``, ``compaction/summary``
+  and ``config/change`` events,
   replacements (checkpoint nodes, pruned nodes) and any message naming a pruned original or
   a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
   of each shadowed or pruned seq, and the recall settings the log records;
@@ -18,6 +19,11 @@ caller replays the log instead: a line in another key order or with a non-dense 
 last line, a log without turn markers or ending inside a step (the running step is left out
 of a search), a query or limit ``history_search`` refuses, an unknown checkpoint. A corrupt
 line that is neither decoded nor structural is not noticed here (a replay reports it).
+
+``dashr search FILE`` uses :func:`cold_search`. A read-only ``Dashr`` (already replayed)
+uses :func:`search_replayed` for its first ``history_search``: the same scan of its file,
+with the candidates' events taken from memory and the caller's settings, so a one-off search
+does not fold every message into the search index; the next search builds the index.
 """
 
 from __future__ import annotations
