@@ -8,7 +8,7 @@ checkpoints without depending on any engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -113,11 +113,19 @@ class CheckpointIndex:
         self._seen = 0
         self._by_node: dict[int, int] = {}
 
-    def update(self, log: EventLog) -> bool:
-        """Fold the new events; True when a checkpoint was added or superseded."""
+    def update(
+        self, log: EventLog, only: Iterable[int] | None = None, previews: bool = True
+    ) -> bool:
+        """Fold the new events; True when a checkpoint was added or superseded.
+
+        ``only`` (ascending seqs) limits the fold to those of the new events, for a caller
+        that knows no other new event is a checkpoint node; without ``previews`` every
+        checkpoint's preview is left empty (a caller that never shows it).
+        """
         events = log.events
         changed = False
-        for seq in range(self._seen, len(events)):
+        new = range(self._seen, len(events))
+        for seq in new if only is None else (s for s in only if s in new):
             checkpoint = checkpoint_of(events[seq], events)
             summary_seq = _summary_seq(checkpoint)
             if checkpoint is None or summary_seq is None or summary_seq >= seq:
@@ -141,7 +149,7 @@ class CheckpointIndex:
                     shadowed_tokens=int(data["shadowedTokenCount"]),
                     superseded_by=None,
                     time=summary.time,
-                    preview=summary_preview(str(data["summary"]))[:120],
+                    preview=summary_preview(str(data["summary"]))[:120] if previews else "",
                     node_seq=seq,
                     trigger=str(data["trigger"]),
                     role=checkpoint_class(data),

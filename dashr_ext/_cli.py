@@ -273,6 +273,13 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return _search_all(args)
     if args.query is None:
         raise _UsageError("give FILE and QUERY, or --all [DIR] QUERY to search every session")
+    from ._recall import cold
+
+    if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
+        result = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit)
+        if result is not None:
+            print(result)
+            return 0
     with _open_read_only(Path(args.file)) as d:
         print(d.history_search(args.query, checkpoint=args.checkpoint, limit=args.limit))
     return 0

@@ -391,7 +391,12 @@ class Dashr:
             return self.engine.measure(self._extra())
 
     def request_messages(self) -> list[dict[str, Any]]:
-        """Run the pressure check (may compact), then derive the next request's messages."""
+        """Run the pressure check (may compact), then derive the next request's messages.
+
+        A new list each call, at O(new nodes) cost: each node's message is rendered once and
+        the dicts are shared between calls, so copy one before changing it (``dict(m)``,
+        ``copy.deepcopy(m)``); changing it in place would change later requests too.
+        """
         self.engine.before_request(self._extra())  # takes the lock itself, never to summarize
         with self.session.lock:
             surface = self.session.surface

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._events import Event, ImageBlock, ReasoningBlock, Replace, TextBlock, ToolCallBlock
+from ._surface import Snapshot
 from .errors import ConfigError, UsageWarning
 
 if TYPE_CHECKING:
@@ -129,8 +130,9 @@ class Measurement:
     """
 
     total: int
-    nodes: list[tuple[int, int]]
-    """``(seq, tokens)`` of every surface node, in surface order."""
+    nodes: Sequence[tuple[int, int]]
+    """``(seq, tokens)`` of every surface node, in surface order (the meter gives a read-only
+    :class:`~dashr_ext._surface.Snapshot`, equal to the list of them, that copies nothing)."""
     envelope: int
     """Tokens of the system prompt, tool schemas and reply priming."""
     anchored: bool
@@ -161,9 +163,11 @@ class MeterStats:
     envelope_counts: int = 0
     """Times the envelope was actually counted (not served from its cache)."""
     measures: int = 0
+    nodes_folded: int = 0
+    """Surface nodes a measure looked at: the appended ones, or every one after a replace."""
 
     def reset(self) -> None:
-        self.chars_tokenized = self.texts_tokenized = 0
+        self.chars_tokenized = self.texts_tokenized = self.nodes_folded = 0
         self.node_hits = self.node_misses = self.envelope_counts = self.measures = 0
 
 
@@ -172,8 +176,9 @@ class _Fold:
     """What the meter remembers about the session it measured last."""
 
     session: Callable[[], object | None]
-    surface: list[int] = field(default_factory=list)
+    surface: Sequence[int] = ()
     nodes: list[tuple[int, int]] = field(default_factory=list)
+    """Append-only while the surface only grows (measurements hold snapshots of it)."""
     node_sum: int = 0
     events_seen: int = 0
     usage_seq: int = -1
@@ -391,22 +396,27 @@ class TokenMeter:
         """
         self.stats.measures += 1
         fold = self._fold_for(session)
-        surface = list(session.surface)
-        known = len(fold.surface)
-        if len(surface) >= known and surface[:known] == fold.surface:
-            new_seqs = surface[known:]
-            nodes = fold.nodes
-            node_sum = fold.node_sum
-        else:  # the surface was replaced (or is another session's): refold from the cache
-            new_seqs = surface
-            nodes = []
-            node_sum = 0
+        surface, last = session.surface, fold.surface
+        known = len(last)
+        nodes, node_sum = fold.nodes, fold.node_sum
+        if isinstance(surface, Snapshot) and isinstance(last, Snapshot):
+            grown = surface.extends(last)  # O(1): nothing was replaced, only appended
+            new_seqs = surface.tail(known) if grown else list(surface)
+        else:  # the first measure, or another kind of session: compare with the last surface
+            seqs = list(surface)
+            grown = len(seqs) >= known and seqs[:known] == list(last)
+            new_seqs = seqs[known:] if grown else seqs
+            self.stats.nodes_folded += len(seqs) - len(new_seqs)
+            surface = surface if isinstance(surface, Snapshot) else seqs
+        if not grown:  # the surface was replaced (or is another session's): refold from the cache
+            nodes, node_sum = [], 0
         if new_seqs:
             event_of = session.event
             node_tokens = self.node_tokens
             added = [(seq, node_tokens(event_of(seq))) for seq in new_seqs]
-            nodes = nodes + added
+            nodes.extend(added)  # in place: a measurement holds a snapshot of its own prefix
             node_sum += sum(t for _, t in added)
+            self.stats.nodes_folded += len(new_seqs)
         fold.surface = surface
         fold.nodes = nodes
         fold.node_sum = node_sum
@@ -424,7 +434,7 @@ class TokenMeter:
             if fold.usage_prompt >= USAGE_FLOOR_FRACTION * (counted - tail):
                 return Measurement(
                     total=fold.usage_prompt + tail,
-                    nodes=list(nodes),
+                    nodes=Snapshot(nodes, len(nodes)),
                     envelope=envelope,
                     anchored=True,
                     counted=counted,
@@ -433,7 +443,11 @@ class TokenMeter:
                 )
             self._warn_low_usage(fold, counted - tail)
         return Measurement(
-            total=counted, nodes=list(nodes), envelope=envelope, anchored=False, counted=counted
+            total=counted,
+            nodes=Snapshot(nodes, len(nodes)),
+            envelope=envelope,
+            anchored=False,
+            counted=counted,
         )
 
     @staticmethod

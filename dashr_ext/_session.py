@@ -25,11 +25,12 @@ from ._events import (
     text_blocks,
 )
 from ._filelock import release_in_forked_child, renewed_in_child
-from ._formats.openai import to_event_specs, to_openai
+from ._formats.openai import envelope_messages, to_event_specs
 from ._pairing import SYNTHETIC_SOURCE, CutDepths, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
 from ._store import Durability, Store, gc_paused
+from ._surface import Positions, Renderings, Snapshot
 from ._turns import MARKER_TYPES, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 
@@ -194,6 +195,8 @@ class Session:
     def _reset(self) -> None:
         self._events: list[Event] = []
         self._surface: list[int] = []
+        self._surface_shared = False  # a Snapshot may show it: copy before a replace
+        self._rendered = Renderings()
         self._current: set[int] = set()
         self._pairing = ToolPairing()
         self._cuts = CutDepths()
@@ -204,7 +207,7 @@ class Session:
         self._session_id = ""
         self._surface_version = 0
         self._balance_cache: tuple[int, list[bool]] | None = None
-        self._pos_cache: tuple[int, list[int], dict[int, int]] | None = None
+        self._positions = Positions()
 
     @property
     def lock(self) -> threading.RLock:
@@ -239,10 +242,11 @@ class Session:
         return self._events[seq]
 
     @property
-    def surface(self) -> Sequence[int]:
-        """The current surface: ordered seqs of the nodes the next request is built from."""
+    def surface(self) -> Snapshot[int]:
+        """The seqs of the nodes the next request is built from: an O(1) read-only snapshot."""
         with self._lock:
-            return tuple(self._surface)
+            self._surface_shared = True
+            return Snapshot(self._surface, len(self._surface))
 
     @property
     def surface_version(self) -> int:
@@ -254,11 +258,8 @@ class Session:
 
     def position(self, seq: int) -> int:
         """Surface position of a current node."""
-        surface, version, cache = self._surface, self._surface_version, self._pos_cache
-        if cache is None or cache[0] != version or cache[1] is not surface:  # rollbacks: new list
-            cache = self._pos_cache = (version, surface, {s: i for i, s in enumerate(surface)})
         try:
-            return cache[2][seq]
+            return self._positions.of(self._surface, self._surface_version)[seq]
         except KeyError:
             raise SurfaceError(f"seq {seq} is not on the current surface") from None
 
@@ -300,11 +301,8 @@ class Session:
             return [c for c in pairing.synthetic if pairing.replaceable_result(c, self._current)]
 
     def balanced_cuts(self) -> list[bool]:
-        """``cuts[k]`` is True when cutting the surface before position ``k`` splits no pair.
-
-        Length is ``len(surface) + 1``; the ends are balanced unless a tool call still waits
-        for its result (then every cut after it is not). See :mod:`dashr_ext._pairing`.
-        """
+        """``cuts[k]``: cutting the surface before position ``k`` splits no pair; ``len(surface)
+        + 1`` of them, every one after a call still waiting is False (:mod:`dashr_ext._pairing`)."""
         with self._lock:
             if self._balance_cache is not None and self._balance_cache[0] == self._surface_version:
                 return self._balance_cache[1]
@@ -607,9 +605,13 @@ class Session:
                 self._turns.replace_node(op.start_seq, seq)
             for s in self._surface[a : b + 1]:
                 self._current.discard(s)
+            if self._surface_shared:  # what a snapshot shows stays as it was
+                self._surface, self._surface_shared = self._surface.copy(), False
             self._surface[a : b + 1] = [seq]
+            self._rendered.replace(a, b, event)
         else:
             self._surface.append(seq)
+            self._positions.appended(self._surface, self._surface_version)
             call_seq = None
             if message.source_kind == SYNTHETIC_SOURCE and message.tool_call_id is not None:
                 call_seq = self._pairing.call_seq.get(message.tool_call_id)
@@ -629,11 +631,12 @@ class Session:
             return iter([self._events[seq] for seq in self._surface])
 
     def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
-        """The next request's messages, derived from the current surface (SPEC §3.2)."""
+        """The next request's messages, derived from the current surface (SPEC §3.2): a new
+        list; its dicts are renderings cached per node, so copy one before changing it."""
         if format != "openai":
             raise ValueError(f"format: expected 'openai', got {format!r}")
-        with self._lock:
-            return to_openai(self)
+        with self._lock:  # renderings are cached per node: a step renders only its own
+            return [*envelope_messages(self), *self._rendered.sync(self._surface, self._events)]
 
     def record_openai(
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]

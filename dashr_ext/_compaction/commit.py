@@ -203,22 +203,31 @@ class Pointers:
         ]
         self._pointed: set[str] = {str(e.message.source.get("checkpoint")) for e in pointers}
         self._live: int | None = pointers[-1].seq if pointers else None
+        self._settled = 0
+        """Every checkpoint before this index has its pointer or needs none: O(1) per request."""
 
     def inject(self, checkpoints: Sequence[Checkpoint]) -> None:
-        """Append the pointers ``checkpoints`` still lack; a failure warns and retries later."""
+        """Append the pointers ``checkpoints`` still lack; a failure warns and retries later.
+
+        ``checkpoints`` is the session's checkpoint index (oldest first; it only grows).
+        """
         with self.session.lock:  # no tool call may start between the check and the append
-            self._inject(checkpoints)
+            if self._settled < len(checkpoints):
+                self._inject(checkpoints)
 
     def _inject(self, checkpoints: Sequence[Checkpoint]) -> None:
         if self.session.read_only or self.session.pending_tool_calls():
             return
-        for cp in checkpoints:
+        for i in range(self._settled, len(checkpoints)):
+            cp = checkpoints[i]
             if cp.id in self._pointed:
+                self._settled = i + 1
                 continue
             if cp.superseded_by is not None or cp.role in ("stub", "directory"):
                 # Stubs and directories carry their own footers; the state checkpoint of
                 # the same pass gets the pointer.
                 self._pointed.add(cp.id)
+                self._settled = i + 1
                 continue
             live = self._live if self._live is not None else -1
             in_place = self.session.is_current(live)
@@ -245,3 +254,4 @@ class Pointers:
                 return
             self._pointed.add(cp.id)
             self._live = event.seq
+            self._settled = i + 1

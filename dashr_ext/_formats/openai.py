@@ -28,8 +28,10 @@ from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json, utf8_
 from ..errors import FormatError
 
 __all__ = [
+    "EnvelopeSource",
     "KnownToolCalls",
     "RequestSource",
+    "envelope_messages",
     "event_to_openai",
     "to_event_specs",
     "to_openai",
@@ -58,14 +60,18 @@ class KnownToolCalls(Protocol):
     def tool_call_name(self, tool_call_id: str) -> str | None: ...
 
 
-class RequestSource(Protocol):
-    """What deriving a request reads of a session: its envelope and current surface."""
+class EnvelopeSource(Protocol):
+    """What the messages before the surface read of a session: its system prompt."""
 
     @property
     def system_message(self) -> Event | None: ...
 
     @property
     def system_prompt(self) -> str | None: ...
+
+
+class RequestSource(EnvelopeSource, Protocol):
+    """What deriving a request reads of a session: its envelope and current surface."""
 
     def surface_events(self) -> Iterable[Event]: ...
 
@@ -417,16 +423,25 @@ def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
 
 
 def to_openai(session: RequestSource) -> list[dict[str, Any]]:
-    """The next request's OpenAI messages: the system prompt, then the surface in order."""
-    out: list[dict[str, Any]] = []
-    system = session.system_message
-    if system is not None:
-        out.append(_emit_system(system))
-    elif session.system_prompt is not None:
-        out.append({"role": "system", "content": session.system_prompt})
+    """The next request's OpenAI messages: the system prompt, then the surface in order.
+
+    Renders every node afresh; ``Session.messages`` gives the same list from renderings it
+    keeps (:mod:`dashr_ext._surface`).
+    """
+    out = envelope_messages(session)
     for event in session.surface_events():
         out.append(event_to_openai(event))
     return out
+
+
+def envelope_messages(session: EnvelopeSource) -> list[dict[str, Any]]:
+    """The messages before the surface: the system prompt's, if there is one."""
+    system = session.system_message
+    if system is not None:
+        return [_emit_system(system)]
+    if session.system_prompt is not None:
+        return [{"role": "system", "content": session.system_prompt}]
+    return []
 
 
 def _emit_system(event: Event) -> dict[str, Any]:

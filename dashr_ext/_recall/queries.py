@@ -19,6 +19,7 @@ from .._pruned import archive_key, pruned_info
 from .._session import Session
 from .._turns import Turn
 from ..errors import ConfigError, RecallError
+from . import cold
 from .cursor import Cursor, parse_cursor
 from .hits import Hit, render_hits
 from .outline import render_outline, turn_row
@@ -59,6 +60,9 @@ class Recall:
         self._pruned: dict[str, int] = {}
         """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
         self._search = SearchIndex()
+        self._cold_tried = False
+        """Whether a search ran: the first one of a read-only session scans the file instead
+        of building the index (:mod:`.cold`); later ones build it."""
 
     @property
     def config(self) -> RecallConfig:
@@ -344,6 +348,11 @@ class Recall:
         elif not _is_int(limit) or not 1 <= limit <= max_hits:
             raise RecallError(f"limit: expected an integer in [1, {max_hits}], got {limit!r}")
         self._sync()
+        if not self._cold_tried:
+            self._cold_tried = True
+            found = self._cold_search(query, checkpoint, limit)
+            if found is not None:
+                return found
         pruned = self._pruned_seq(checkpoint)  # p<seq>: the one pruned original
         cp = self._checkpoint(checkpoint) if checkpoint is not None and pruned is None else None
         self._sync_search()
@@ -381,6 +390,20 @@ class Recall:
             hit_of=lambda seq: self._hit(seq, phrase),
             owner_of=self._owner_of,
             latest=self._cps[-1].id if self._cps else None,
+        )
+
+    def _cold_search(
+        self, query: str, checkpoint: str | None, limit: int | None
+    ) -> RecallResult | None:
+        """The search by a scan of the session file, for a read-only session whose index is
+        not built yet (a one-off search need not fold every message); None otherwise."""
+        session = self.session
+        if not (session.read_only and session.path is not None and cold.ENABLED):
+            return None
+        if self._search.count:
+            return None
+        return cold.search_replayed(
+            session.events, session.path, self.config, query, checkpoint, limit
         )
 
     def _hit(self, seq: int, phrase: str) -> Hit:

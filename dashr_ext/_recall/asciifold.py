@@ -1,0 +1,141 @@
+"""Non-ASCII characters whose search form holds an ASCII letter or digit (a table).
+
+The search form (:func:`.search.normalize`) case-folds and applies NFKC, so ``ﬁ`` reads
+``fi``, ``ß`` reads ``ss`` and a fullwidth ``Ａ`` reads ``a``: a line holding one of these can
+match an ASCII phrase that its raw bytes do not contain. The byte prefilter of the cold
+search (:mod:`.cold`) decodes such lines instead of skipping them. The table was computed
+from Unicode 14.0.0 (every code point, :func:`.search.normalize` of it alone);
+under another Unicode version it is recomputed (about a second, once per process).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cache
+
+from .search import normalize
+
+__all__ = ["ascii_folding"]
+
+UNICODE_VERSION = "14.0.0"
+"""The Unicode version :data:`RANGES` was computed from."""
+
+RANGES: tuple[tuple[int, int], ...] = (
+    (0xAA, 0xAA),
+    (0xB2, 0xB3),
+    (0xB9, 0xBA),
+    (0xBC, 0xBE),
+    (0xDF, 0xDF),
+    (0x130, 0x130),
+    (0x132, 0x133),
+    (0x13F, 0x140),
+    (0x149, 0x149),
+    (0x17F, 0x17F),
+    (0x1C4, 0x1CC),
+    (0x1F1, 0x1F3),
+    (0x2B0, 0x2B0),
+    (0x2B2, 0x2B3),
+    (0x2B7, 0x2B8),
+    (0x2E1, 0x2E3),
+    (0x1D2C, 0x1D2C),
+    (0x1D2E, 0x1D2E),
+    (0x1D30, 0x1D31),
+    (0x1D33, 0x1D3A),
+    (0x1D3C, 0x1D3C),
+    (0x1D3E, 0x1D43),
+    (0x1D47, 0x1D49),
+    (0x1D4D, 0x1D4D),
+    (0x1D4F, 0x1D50),
+    (0x1D52, 0x1D52),
+    (0x1D56, 0x1D58),
+    (0x1D5B, 0x1D5B),
+    (0x1D62, 0x1D65),
+    (0x1D9C, 0x1D9C),
+    (0x1DA0, 0x1DA0),
+    (0x1DBB, 0x1DBB),
+    (0x1E9A, 0x1E9A),
+    (0x1E9E, 0x1E9E),
+    (0x2070, 0x2071),
+    (0x2074, 0x2079),
+    (0x207F, 0x2089),
+    (0x2090, 0x2093),
+    (0x2095, 0x209C),
+    (0x20A8, 0x20A8),
+    (0x2100, 0x2103),
+    (0x2105, 0x2106),
+    (0x2109, 0x210E),
+    (0x2110, 0x2113),
+    (0x2115, 0x2116),
+    (0x2119, 0x211D),
+    (0x2120, 0x2122),
+    (0x2124, 0x2124),
+    (0x2128, 0x2128),
+    (0x212A, 0x212A),
+    (0x212C, 0x212D),
+    (0x212F, 0x2131),
+    (0x2133, 0x2134),
+    (0x2139, 0x2139),
+    (0x213B, 0x213B),
+    (0x2145, 0x2149),
+    (0x2150, 0x217F),
+    (0x2189, 0x2189),
+    (0x2460, 0x24EA),
+    (0x2C7C, 0x2C7D),
+    (0x3250, 0x325F),
+    (0x32B1, 0x32CF),
+    (0x3358, 0x337A),
+    (0x3380, 0x33FF),
+    (0xA7F2, 0xA7F4),
+    (0xFB00, 0xFB06),
+    (0xFF10, 0xFF19),
+    (0xFF21, 0xFF3A),
+    (0xFF41, 0xFF5A),
+    (0x107A5, 0x107A5),
+    (0x1D400, 0x1D454),
+    (0x1D456, 0x1D49C),
+    (0x1D49E, 0x1D49F),
+    (0x1D4A2, 0x1D4A2),
+    (0x1D4A5, 0x1D4A6),
+    (0x1D4A9, 0x1D4AC),
+    (0x1D4AE, 0x1D4B9),
+    (0x1D4BB, 0x1D4BB),
+    (0x1D4BD, 0x1D4C3),
+    (0x1D4C5, 0x1D505),
+    (0x1D507, 0x1D50A),
+    (0x1D50D, 0x1D514),
+    (0x1D516, 0x1D51C),
+    (0x1D51E, 0x1D539),
+    (0x1D53B, 0x1D53E),
+    (0x1D540, 0x1D544),
+    (0x1D546, 0x1D546),
+    (0x1D54A, 0x1D550),
+    (0x1D552, 0x1D6A3),
+    (0x1D7CE, 0x1D7FF),
+    (0x1F100, 0x1F10A),
+    (0x1F110, 0x1F12E),
+    (0x1F130, 0x1F14F),
+    (0x1F16A, 0x1F16C),
+    (0x1F190, 0x1F190),
+    (0x1FBF0, 0x1FBF9),
+)
+"""Inclusive code point ranges of the non-ASCII characters whose search form holds ASCII
+alphanumerics."""
+
+
+def _folds_to_ascii(char: str) -> bool:
+    return any(c.isascii() and c.isalnum() for c in normalize(char))
+
+
+@cache
+def ascii_folding() -> dict[str, str]:
+    """Every non-ASCII character whose search form holds an ASCII letter or digit -> that
+    form."""
+    if unicodedata.unidata_version == UNICODE_VERSION:
+        chars = (chr(c) for a, b in RANGES for c in range(a, b + 1))
+    else:  # pragma: no cover - another Python's Unicode tables
+        chars = (
+            chr(c)
+            for c in range(0x80, 0x110000)
+            if not 0xD800 <= c < 0xE000 and _folds_to_ascii(chr(c))
+        )
+    return {c: normalize(c) for c in chars}

@@ -1,0 +1,157 @@
+"""Which raw log lines can hold a search phrase: a byte-level prefilter (SPEC 8).
+
+Pure: a :class:`Plan` for a normalised phrase, and the test of one raw line against it. The
+cold search (:mod:`.cold`) decodes only the lines the plan keeps, so the plan must never drop
+a line whose search text (:func:`.render.event_body` decoded, then
+:func:`.search.normalize`) holds the phrase.
+
+The needles are the phrase's maximal runs of ASCII letters and digits: each run lies whole in
+the search text, so it lies in the raw line, case aside, unless
+
+* the line escapes a character (``\\u0041``, a ``\\ud835`` surrogate, the escapes inside a
+  tool call's JSON arguments): a line escaping a printable ASCII character, a surrogate or a
+  character of the next point is always decoded;
+* a non-ASCII character folds to ASCII (``ß`` reads ``ss``, ``ﬁ`` ``fi``; the table is
+  :mod:`.asciifold`): a line holding one whose search form can overlap a needle is tested
+  with those characters replaced by their search form;
+* the text comes from the body's labels rather than the line (``[prior state checkpoint]``,
+  ``(empty)``, ``Infinity`` re-serialised from an overflowing number, the ``x`` of an
+  image's size): runs inside those words are not needles; ``[tool call]``, ``[reasoning]``
+  and ``[image …]`` name block types the line spells out, the image's media type, size and
+  attachment id are fields of the line;
+* the run holds a digit and the line carries a tool call or an image: re-serialised
+  arguments may write a number differently (``1e5`` reads ``100000.0``), a decoded argument
+  is named by its path (``[edits[0].new]``) and an image reads ``[image image/png 800x600
+  …]``, so digit runs are only required of lines without either.
+
+A phrase without a usable needle (all non-ASCII, or only label words) gets no plan: every
+message line is decoded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .asciifold import ascii_folding
+
+__all__ = ["Plan", "line_may_match", "plan"]
+
+SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
+"""Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
+``x`` of an image's ``800x600``)."""
+
+TOOL_CALL = b'"tool-call"'
+"""Every line whose message carries a tool call holds this (the block's type)."""
+IMAGE = b'"image"'
+"""Every line whose message shows an image holds this (the block's type)."""
+ESCAPE = re.compile(rb"\\u([0-9a-fA-F]{4})")
+
+_RUN = re.compile(r"[a-z0-9]+")
+_ASCII = bytes(range(128))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to find the raw lines that can hold one phrase."""
+
+    needles: tuple[str, ...]
+    """Lower-case runs every line that can match holds (after :attr:`folding`)."""
+    digit_needles: tuple[str, ...]
+    """Runs with a digit: required only of lines without a tool call."""
+    primary: bytes
+    """The needle searched for in the whole file (the longest)."""
+    primary_has_digit: bool
+    """Then lines with a tool call are candidates too."""
+    folding: dict[int, str]
+    """Each non-ASCII character whose search form can overlap a needle (its code point, a
+    :meth:`str.translate` table) -> that form."""
+    risky_escapes: frozenset[int]
+    """Code points a ``\\uXXXX`` escape may name only in a line that is always decoded."""
+
+    folding_pattern: re.Pattern[bytes] | None
+    """Finds the UTF-8 of any character of :attr:`folding`; None when there is none."""
+
+    def project(self, line: bytes) -> str:
+        """The UTF-8 ``line`` lower-cased, each :attr:`folding` character replaced by its
+        form (raises :class:`UnicodeDecodeError`)."""
+        text = line.decode()
+        if text.isascii() or self.folding_pattern is None:
+            return text.lower()
+        for char in set(self.folding_pattern.findall(line.translate(None, _ASCII))):
+            text = text.replace(char.decode(), self.folding[ord(char.decode())])
+        return text.lower()
+
+
+def _trie_pattern(words: list[bytes]) -> bytes:
+    """A regex matching exactly the given UTF-8 sequences (sorted, none a prefix of another),
+    branching on one byte at a time so the engine tries few alternatives at each position."""
+    if all(len(w) == 1 for w in words):
+        return b"[" + b"".join(re.escape(w) for w in words) + b"]"
+    groups: dict[bytes, list[bytes]] = {}
+    for w in words:
+        groups.setdefault(w[:1], []).append(w[1:])
+    branches = [re.escape(head) + _trie_pattern(rest) for head, rest in groups.items()]
+    return branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+
+
+def _overlaps(form: str, run: str) -> bool:
+    """Whether ``form`` (one character's search form) can supply part of ``run`` in a match."""
+    if run in form or form in run:
+        return True
+    for k in range(1, min(len(form), len(run)) + 1):
+        if form[-k:] == run[:k] or form[:k] == run[-k:]:
+            return True
+    return False
+
+
+def plan(phrase: str) -> Plan | None:
+    """The prefilter plan of a normalised phrase; None when no line can be skipped."""
+    runs = [r for r in _RUN.findall(phrase) if not any(r in w for w in SYNTHETIC_WORDS)]
+    if not runs:
+        return None
+    letters = [r for r in runs if not any(c.isdigit() for c in r)]
+    digits = [r for r in runs if r not in letters]
+    primary = max(letters or digits, key=len)
+    folding = {
+        ord(char): form
+        for char, form in ascii_folding().items()
+        if any(_overlaps(form, r) for r in runs)
+    }
+    risky = frozenset(range(0x20, 0x7F)) | frozenset(folding)
+    return Plan(
+        needles=tuple(letters),
+        digit_needles=tuple(digits),
+        primary=primary.encode(),
+        primary_has_digit=not letters,
+        folding=folding,
+        risky_escapes=risky,
+        folding_pattern=(
+            re.compile(_trie_pattern(sorted(chr(c).encode() for c in folding))) if folding else None
+        ),
+    )
+
+
+def _escapes_risky(line: bytes, plan: Plan) -> bool:
+    if b"\\u" not in line:
+        return False
+    for hexa in ESCAPE.findall(line):
+        point = int(hexa, 16)
+        if point in plan.risky_escapes or 0xD800 <= point < 0xE000:
+            return True
+    return False
+
+
+def line_may_match(line: bytes, plan: Plan) -> bool:
+    """Whether the raw JSON ``line`` may hold the phrase (False only when it cannot)."""
+    if _escapes_risky(line, plan):
+        return True
+    try:
+        low = plan.project(line)
+    except UnicodeDecodeError:
+        return True  # decoding it says what is wrong
+    if not all(n in low for n in plan.needles):
+        return False
+    if plan.digit_needles and TOOL_CALL not in line and IMAGE not in line:
+        return all(n in low for n in plan.digit_needles)
+    return True

@@ -1,0 +1,549 @@
+"""The cold search (a byte scan of the file) gives exactly what a replay's search gives.
+
+Every comparison is the text and the HTML of ``history_search`` on a replayed read-only
+``Dashr`` against :func:`dashr_ext._recall.cold.search_bytes` on the file's bytes: the same
+hits, owners, snippets, order, counts and notes. Costs are counted (lines decoded), never
+timed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_params, load_corpus
+
+from dashr_ext import CompactionConfig, Dashr, RecallConfig
+from dashr_ext._checkpoints import is_checkpoint
+from dashr_ext._cli import main
+from dashr_ext._recall import cold
+from dashr_ext._recall.prefilter import plan
+from dashr_ext._recall.render import event_body
+
+Query = tuple[str, str | None, int | None]
+"""``(query, checkpoint, limit)``."""
+
+
+def warm_search(d: Dashr, query: str, checkpoint: str | None, limit: int | None) -> Any:
+    """``history_search`` through the search index (the cold first search switched off)."""
+    saved, cold.ENABLED = cold.ENABLED, False
+    try:
+        return d.history_search(query, checkpoint=checkpoint, limit=limit)
+    finally:
+        cold.ENABLED = saved
+
+
+def assert_same(path: Path, queries: Sequence[Query]) -> None:
+    """Cold and warm search agree on every query (the cold path never declines here)."""
+    data = path.read_bytes()
+    with Dashr.open(path, read_only=True) as d:
+        for query, checkpoint, limit in queries:
+            warm = warm_search(d, query, checkpoint, limit)
+            got = cold.search_bytes(data, query, checkpoint, limit)
+            assert got is not None, f"the cold path declined {query!r}"
+            assert str(got) == str(warm), f"{query!r} checkpoint={checkpoint} limit={limit}"
+            assert got.html == warm.html
+
+
+def as_ascii(path: Path, out: Path) -> Path:
+    """The same log written with ``ensure_ascii`` (every non-ASCII character escaped)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out.write_text(
+        "".join(json.dumps(json.loads(x), separators=(",", ":")) + "\n" for x in lines),
+        encoding="utf-8",
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def _piece(text: str, at: int, before: int = 6, after: int = 10) -> str:
+    return text[max(0, at - before) : at + after]
+
+
+def drawn_queries(d: Dashr) -> list[Query]:
+    """Queries drawn from a session's own text, one or more per kind of text."""
+    s = d.session
+    bodies = {e.seq: event_body(e, decoded=True) for e in s.events if e.is_surface}
+    out: list[Query] = [("zzqq nothing matches this", None, None)]
+
+    def first(pred: Any) -> Iterator[tuple[int, str]]:
+        return ((q, b) for q, b in bodies.items() if pred(q, b))
+
+    for _, body in first(lambda q, b: s.event(q).type == "tool/result"):
+        words = [w for w in re.findall(r"[A-Za-z_]{5,}", body)]
+        if words:
+            out += [(words[len(words) // 2], None, None), (words[0].upper(), None, 3)]
+            out.append((words[-1], None, 1))
+            break
+    kinds = [
+        lambda b: re.search(r"[^\x00-\x7f]", b),  # non-ASCII
+        lambda b: re.search(r'"', b),  # quotes
+        lambda b: re.search(r"\\", b),  # backslashes
+        lambda b: re.search(r"\w\n\w", b),  # a line break inside a phrase
+        lambda b: re.search(r'\{"\w+":', b),  # JSON-looking text (tool-call arguments)
+        lambda b: re.search(r"\n\[[\w.\[\]]+\] ", b),  # a decoded argument line
+    ]
+    for find in kinds:
+        for _, body in bodies.items():
+            m = find(body)
+            if m is not None:
+                out.append((_piece(body, m.start()), None, None))
+                break
+    cps = d.checkpoints()
+    if cps:
+        node = s.event(cps[-1].node_seq)
+        text = event_body(node, decoded=True)
+        out.append((_piece(text, len(text) // 2, 0, 24), None, None))  # in a summary
+        shadowed = [q for q in cps[0].shadowed_seqs if not s.is_current(q)]
+        if shadowed:
+            text = bodies[shadowed[len(shadowed) // 2]]
+            phrase = _piece(text, len(text) // 2, 0, 16)
+            out += [(phrase, None, None), (phrase, cps[0].id, None), (phrase, cps[-1].id, 2)]
+    for key, entry in d.archive.items():
+        if "pruned" in entry["meta"]:
+            text = bodies[entry["meta"]["pruned"]]  # the original, cut from the pruned node
+            phrase = _piece(text, len(text) // 2, 0, 20)
+            out += [(phrase, None, None), (phrase, key, None)]
+            break
+    return [q for q in out if q[0].strip()]
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def corpus_log(path: Path, out: Path, window: int = 8_000) -> Path:
+    """A corpus session recorded under a small window: compacted and pruned."""
+    data = load_corpus(path)
+    config = CompactionConfig(recency_window_tokens=window, retain_tokens=window // 5)
+    with Dashr.create(out, config=config, tools=data["tools"], durability="flush") as d:
+        for message in data["messages"]:
+            if message["role"] == "assistant":
+                d.request_messages()
+            d.record_openai(message)
+        d.request_messages()
+        if d.session.open_step is not None:  # a finished session: no step runs on
+            d.record_openai({"role": "assistant", "content": "Done."})
+        if not d.checkpoints():  # a short session: one manual pass
+            d.compact()
+    return out
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", corpus_params())
+def test_cold_equals_warm_on_every_corpus_session(path: Path, tmp_path: Path) -> None:
+    log = corpus_log(path, tmp_path / "s.jsonl")
+    with Dashr.open(log, read_only=True) as d:
+        queries = drawn_queries(d)
+        assert d.checkpoints(), "the window is small enough to compact"
+    assert len(queries) >= 8
+    assert_same(log, queries)
+    assert_same(as_ascii(log, tmp_path / "ascii.jsonl"), queries)
+
+
+# --------------------------------------------------------------------------- tricky text
+
+TRICKY = [
+    "We patch claß loaders and the ﬁle cache; ＡＢＣ fullwidth; 5 \u212a (Kelvin) hot.",
+    "café composed and cafe\u0301 decomposed; İstanbul; STRASSE and straße.",
+    'He said "quoted words" and a back\\slash path C:\\temp\\new; tabs\tand\nlines.',
+    'JSON-looking {"key": [1, 2]} text and \u001b[31mred\u001b[0m escapes; ½ cup.',
+    "",
+]
+
+
+def tricky_log(out: Path) -> Path:
+    """A session whose texts exercise every way the raw bytes differ from the search text."""
+    config = CompactionConfig(recency_window_tokens=2_000, retain_tokens=300)
+    with Dashr.create(out, config=config, durability="flush") as d:
+        for i in range(12):
+            d.record_openai({"role": "user", "content": f"Task {i}: {TRICKY[i % len(TRICKY)]}"})
+            args = {
+                "command": f'grep -n "def parse_{i}" src/a\\b.py',
+                "edits": [{"old": "x = 1e5", "new": f"y = {1e5 + i}\n"}],
+                "n": 1e5,
+                "big": 10**20,
+                "float": 1e20,
+            }
+            # Numbers a re-serialisation writes differently: 100000.0, 1.5e-05, Infinity.
+            arguments = json.dumps(args)[:-1] + ', "e": 1E5, "small": 0.0000150, "inf": 1e400}'
+            d.request_messages()
+            d.record_openai(
+                {
+                    "role": "assistant",
+                    "content": TRICKY[(i + 1) % len(TRICKY)],
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": arguments},
+                        }
+                    ],
+                }
+            )
+            output = "\n".join(f"{TRICKY[(i + k) % 4]} line {k}" for k in range(60))
+            d.record_openai({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+        png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+        png += "mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+        image = {"type": "image_url", "image_url": {"url": png}}
+        d.record_openai({"role": "user", "content": [{"type": "text", "text": "see 1x1"}, image]})
+        d.request_messages()
+        d.record_openai({"role": "assistant", "content": "Done. ＤＯＮＥ ﬁnally."})
+    return out
+
+
+TRICKY_QUERIES = [
+    "class loaders",  # claß
+    "file cache",  # ﬁle
+    "abc fullwidth",
+    "5 k (kelvin)",
+    "café",
+    "cafe",
+    "istanbul",
+    "strasse",
+    "straße and",
+    '"quoted words"',
+    "back\\slash",
+    "c:\\temp\\new",
+    "tabs and lines",
+    '{"key": [1, 2]}',
+    "[command] grep",
+    'grep -n "def parse_3"',
+    '"command":"grep',
+    "100000.0",
+    "100003.0",
+    "1e+20",
+    "100000000000000000000",
+    "1.5e-05",
+    '"inf":infinity}',
+    "infinity",
+    "[edits[0].new] y",
+    "[tool call] bash",
+    "tool call",
+    "(empty)",
+    "red",
+    "½ cup",
+    "1⁄2 cup",
+    "done finally",
+    "[image image/png",
+    "attachment",
+    "see 1x1 [image",
+    "task 7",
+    "line 59",
+]
+
+
+def test_cold_equals_warm_on_escapes_folding_and_arguments(tmp_path: Path) -> None:
+    log = tricky_log(tmp_path / "t.jsonl")
+    with Dashr.open(log, read_only=True) as d:
+        cps = d.checkpoints()
+        assert cps and any("pruned" in e["meta"] for e in d.archive.values())
+        queries: list[Query] = [(q, None, None) for q in TRICKY_QUERIES]
+        queries += [(q, cps[0].id, None) for q in TRICKY_QUERIES[:8]]
+        queries += drawn_queries(d)
+    assert_same(log, queries)
+    assert_same(as_ascii(log, tmp_path / "ascii.jsonl"), queries)
+
+
+def test_a_line_spelling_ascii_letters_as_escapes_is_decoded(tmp_path: Path) -> None:
+    """A writer may escape any character (``\\u0063`` for ``c``): the bytes then do not
+    hold the word, and the line is decoded anyway."""
+    log = tricky_log(tmp_path / "t.jsonl")
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    seq = next(i for i, x in enumerate(lines) if "Task 3:" in x)
+    lines[seq] = lines[seq].replace("Task 3: ", "T\\u0061sk 3: \\u0063l\\u0061ss ")
+    log.write_text("".join(lines), encoding="utf-8")
+    assert_same(log, [("task 3", None, None), ("class", None, None), ("cla", None, None)])
+
+
+# --------------------------------------------------------------------------- 100k events
+
+
+def letters(n: int) -> str:
+    """``n`` spelled in letters (``1234`` -> ``bcde``): a word only one output holds."""
+    return "".join(chr(ord("a") + int(c)) for c in str(n))
+
+
+def synthetic_log(out: Path, events: int = 100_000) -> Path:
+    """A 100k-event log in the shape a long compacted session has, written directly: turns
+    of tool steps, compaction passes whose checkpoints supersede the previous ones, and
+    pruned tool outputs replaced in place."""
+    t = iter(range(1_700_000_000_000, 1_800_000_000_000, 1000))
+    lines: list[str] = []
+    surface: list[int] = []
+
+    def put(kind: str, data: dict[str, Any], op: Any = None, sources: Any = None) -> int:
+        event: dict[str, Any] = {"seq": len(lines), "type": kind, "time": next(t)}
+        if op is not None:
+            event["surfaceOp"] = op
+        if sources is not None:
+            event["sourceEventSeqs"] = sources
+        event["data"] = data
+        lines.append(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+        return event["seq"]
+
+    def message(role: str, kind: str, content: list[dict[str, Any]], **extra: Any) -> int:
+        msg = {"id": f"m{len(lines)}", "role": role, "source": {"kind": kind}, "content": content}
+        kind = f"{role}/message" if role != "tool" else "tool/result"
+        seq = put(kind, {"message": {**msg, **extra}}, "append")
+        surface.append(seq)
+        return seq
+
+    put("session/header", {"sessionId": "s", "createdAt": 1, "systemPrompt": None, "tools": None,
+                           "format": "dashr/1"})  # fmt: skip
+    turn = step = passes = 0
+    while len(lines) < events:
+        turn += 1
+        put("turn/start", {"turn": turn})
+        message("user", "user", [{"type": "text", "text": f"Task {turn}: fix résumé straße"}])
+        for step in range(1, 9):
+            put("step/start", {"turn": turn, "step": step})
+            cid = f"call_{turn}_{step}"
+            args = json.dumps({"command": f"grep -rn 'attempt {turn}.{step}' src/"})
+            call = {"type": "tool-call", "id": cid, "name": "bash", "arguments": args}
+            message("assistant", "model", [{"type": "text", "text": f"Step {step}"}, call])
+            text = f"trace {turn:06d}/{step} ok {letters(turn * 10 + step)}\n"
+            text += "scheduler backoff café line\n" * 12
+            result = message("tool", "tool", [{"type": "text", "text": text}], toolCallId=cid,
+                             toolName="bash", isError=False)  # fmt: skip
+            put("step/end", {"turn": turn, "step": step})
+            if step == 4 and turn % 3 == 0:  # prune this output in place
+                info = {"seq": result, "chars": len(text), "lines": 13, "tokens": 90}
+                info |= {"archive": f"p{result}", "compactionId": f"x{turn}"}
+                msg = {"id": f"m{len(lines)}", "role": "tool"}
+                msg |= {"source": {"kind": "tool", "pruned": info}, "toolCallId": cid}
+                msg |= {"toolName": "bash", "isError": False}
+                msg["content"] = [{"type": "text", "text": "trace [pruned]"}]
+                op = {"op": "replace", "startSeq": result, "endSeq": result}
+                seq = put("tool/result", {"message": msg}, op, [result])
+                surface[surface.index(result)] = seq
+        put("turn/end", {"turn": turn, "reason": "completed"})
+        if turn % 10 == 0:  # a pass condenses all but the last turn
+            passes += 1
+            keep = 1 + 2 * 8
+            shadowed = surface[:-keep]
+            start = put("compaction/start", {"compactionId": f"k{passes}", "trigger": "pressure",
+                                             "engine": "summary"})  # fmt: skip
+            cid_ = f"c{start + 1}"
+            put("compaction/summary", {
+                "compactionId": f"k{passes}", "checkpoint": cid_, "trigger": "pressure",
+                "engine": "summary", "summary": f"## Current Work\nPass {passes} summary of turns "
+                f"up to {turn}: scheduler backoff fixed", "shadowedRange": {"start": shadowed[0],
+                "end": shadowed[-1]}, "shadowedSeqs": shadowed, "shadowedTokenCount": 1000,
+                "summarizer": {"kind": "extractive", "model": None}, "archive": {}})  # fmt: skip
+            text = f"Summary {passes}: scheduler backoff fixed up to turn {turn}"
+            node = {"id": f"m{len(lines)}", "role": "user"}
+            node["content"] = [{"type": "text", "text": text}]
+            node["source"] = {"kind": "compact-checkpoint", "checkpoint": cid_}
+            op = {"op": "replace", "startSeq": shadowed[0], "endSeq": shadowed[-1]}
+            seq = put("user/message", {"message": node}, op, [*shadowed, start + 1])
+            surface[: len(shadowed)] = [seq]
+            put("compaction/end", {"compactionId": f"k{passes}"})
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_log(tmp_path_factory.mktemp("cold") / "big.jsonl")
+
+
+def test_cold_equals_warm_on_a_100k_event_log(big_log: Path) -> None:
+    with Dashr.open(big_log, read_only=True) as d:
+        assert len(d.session) >= 100_000
+        cps = d.checkpoints()
+        assert len(cps) > 50 and cps[0].superseded_by is not None
+        mid = cps[len(cps) // 2].id
+        pruned = next(k for k in d.archive if k.startswith("p"))
+    assert_same(
+        big_log,
+        [
+            ("trace 000123/4", None, None),
+            ("TRACE 000123/4 OK", None, 2),
+            ("attempt 77.3", None, None),
+            (f"ok {letters(4321)} scheduler", None, None),
+            ("Task 1234: fix", None, None),
+            ("résumé straße", None, 1),
+            ("RESUME", None, None),
+            ("scheduler backoff fixed", None, None),
+            ("summary 17:", None, None),
+            ("trace [pruned]", None, 3),
+            ("café line scheduler", mid, None),
+            ("trace", pruned, None),
+            ("zzqq", None, None),
+        ],
+    )
+
+
+def test_a_rare_phrase_decodes_only_the_lines_holding_it(big_log: Path) -> None:
+    """Counted: the structural lines (compaction events, replacements) and the message lines
+    whose bytes hold the needle are decoded, nothing else."""
+    data = big_log.read_bytes()
+    objs = [json.loads(x) for x in data.splitlines()]
+    structural = sum(
+        1
+        for o in objs
+        if o["type"].startswith(("compaction/start", "compaction/summary"))
+        or isinstance(o.get("surfaceOp"), dict)
+    )
+    needle = letters(7713).encode()
+    holding = sum(1 for x in data.splitlines() if needle in x.lower())
+    assert 1 <= holding <= 3  # ``bhhbd`` (17713) holds ``hhbd`` (7713) too
+    cold.decodes = 0
+    result = cold.search_bytes(data, f"OK {letters(7713).upper()}")
+    assert result is not None and "1 matched" in str(result)
+    assert cold.decodes == structural + holding
+    messages = sum(1 for o in objs if "surfaceOp" in o)
+    assert cold.decodes < messages / 20
+
+
+def test_a_query_without_a_usable_needle_decodes_every_message_line(big_log: Path) -> None:
+    assert plan("ß") is None and plan("prior") is None and plan("(empty)") is None
+    assert plan("scheduler") is not None
+    data = big_log.read_bytes()
+    messages = sum(1 for x in data.splitlines() if b'"surfaceOp"' in x)
+    cold.decodes = 0
+    assert cold.search_bytes(data, "ß", limit=1) is not None
+    assert cold.decodes >= messages
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def tricky(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tricky_log(tmp_path_factory.mktemp("cold") / "t.jsonl")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["class loaders"],
+        ["grep -n", "--limit", "3"],
+        ["café", "--checkpoint", "FIRST"],
+        ["line 5", "--checkpoint", "PRUNED"],
+        ["nothing here zzqq"],
+        ["x", "--checkpoint", "c1"],  # unknown: the replay's error, status 1
+        ["   "],  # empty: the replay's error
+        ["x", "--limit", "0"],  # argparse's error
+    ],
+)
+def test_dashr_search_prints_the_same_cold_or_replayed(
+    argv: list[str],
+    tricky: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with Dashr.open(tricky, read_only=True) as d:
+        first = d.checkpoints()[0].id
+        pruned = next(k for k in d.archive if k.startswith("p"))
+    argv = [{"FIRST": first, "PRUNED": pruned}.get(a, a) for a in argv]
+    cold_run = _run_exit(capsys, "search", str(tricky), *argv)
+    monkeypatch.setattr(cold, "ENABLED", False)
+    warm_run = _run_exit(capsys, "search", str(tricky), *argv)
+    assert cold_run == warm_run
+
+
+def test_dashr_search_of_the_100k_log_prints_the_same_cold_or_replayed(
+    big_log: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["search", str(big_log), "scheduler backoff", "--limit", "4"]
+    cold_run = run(capsys, *argv)
+    assert cold_run[0] == 0 and "4." in cold_run[1]
+    monkeypatch.setattr(cold, "ENABLED", False)
+    assert cold_run == run(capsys, *argv)
+
+
+def _run_exit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        return run(capsys, *argv)
+    except SystemExit as exit:  # argparse
+        out, err = capsys.readouterr()
+        return int(exit.code or 0), out, err
+
+
+def test_the_first_search_of_a_read_only_session_scans_the_file(tricky: Path) -> None:
+    """A one-off search of a read-only session does not fold every message into the index;
+    the next search builds it. Both give what the index gives, with the caller's settings."""
+    recall = RecallConfig(read_max_chars=1_500, search_max_hits=4)
+    with Dashr.open(tricky, read_only=True, recall=recall) as d:
+        expected = [str(warm_search(d, q, None, None)) for q in ("line 5", "café")]
+    with Dashr.open(tricky, read_only=True, recall=recall) as d:
+        first = d.history_search("line 5")
+        assert d.recall._search.count == 0  # no index built
+        assert [str(first), str(d.history_search("café"))] == expected
+        assert d.recall._search.count > 0  # the second search built it
+    with Dashr.open(tricky, recall=recall) as writer:  # a writer keeps its index
+        assert str(writer.history_search("line 5")) == expected[0]
+        assert writer.recall._search.count > 0
+
+
+def test_the_first_search_ignores_events_appended_after_the_open(
+    tricky: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "grows.jsonl"
+    log.write_bytes(tricky.read_bytes())
+    with Dashr.open(log, read_only=True) as reader:
+        with Dashr.open(log) as writer:
+            writer.record_openai({"role": "user", "content": "class loaders again"})
+            writer.record_openai({"role": "assistant", "content": "class loaders done"})
+        first = str(reader.history_search("class loaders"))
+        assert first == str(warm_search(reader, "class loaders", None, None))
+
+
+def open_step_log(out: Path) -> Path:
+    with Dashr.create(out, durability="flush") as d:
+        d.record_openai({"role": "user", "content": "find the scheduler"})
+        call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        d.record_openai({"role": "assistant", "content": "looking", "tool_calls": [call]})
+        d.record_openai({"role": "tool", "tool_call_id": "c1", "content": "scheduler found"})
+    return out
+
+
+def test_a_log_ending_inside_a_step_is_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running step is left out of a search; the cold pass does not track it and
+    declines, so ``dashr search`` replays and prints what it printed before."""
+    log = open_step_log(tmp_path / "open.jsonl")
+    assert cold.search_bytes(log.read_bytes(), "scheduler") is None
+    cold_run = run(capsys, "search", str(log), "scheduler")
+    monkeypatch.setattr(cold, "ENABLED", False)
+    assert cold_run == run(capsys, "search", str(log), "scheduler")
+    assert "1 matched" in cold_run[1]  # the user message; the running step's two are left out
+
+
+def test_lines_in_another_key_order_or_torn_are_replayed(tmp_path: Path) -> None:
+    log = tricky_log(tmp_path / "t.jsonl")
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    obj = json.loads(lines[5])
+    reordered = {"data": obj.pop("data"), **obj}
+    shuffled = [*lines[:5], json.dumps(reordered) + "\n", *lines[6:]]
+    (tmp_path / "order.jsonl").write_text("".join(shuffled), encoding="utf-8")
+    assert cold.search_bytes((tmp_path / "order.jsonl").read_bytes(), "task") is None
+    assert cold.search_bytes(log.read_bytes()[:-5], "task") is None  # a torn last line
+    assert cold.search_bytes(log.read_bytes(), "task") is not None
+    seqs = json.loads(lines[7])
+    seqs["seq"] = 99
+    gap = [*lines[:7], json.dumps(seqs, separators=(",", ":")) + "\n", *lines[8:]]
+    assert cold.search_bytes("".join(gap).encode(), "task") is None
+
+
+def test_summaries_come_after_originals_as_in_the_replay(big_log: Path) -> None:
+    data = big_log.read_bytes()
+    result = cold.search_bytes(data, "scheduler backoff fixed", limit=5)
+    assert result is not None
+    with Dashr.open(big_log, read_only=True) as d:
+        seqs = [int(m) for m in re.findall(r"^\d+\. seq (\d+)", str(result), re.M)]
+        assert seqs and all(is_checkpoint(d.session.event(q)) for q in seqs)
