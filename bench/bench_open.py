@@ -14,9 +14,10 @@ Each of ``--runs`` (default 3) runs happens in two fresh processes:
   objects with ``json`` (what the store writes) vs ``msgspec``/``orjson``, and whether their
   bytes are identical;
 * **memory**: peak RSS (``VmHWM`` on Linux, else ``ru_maxrss``) after
-  ``Dashr.open(read_only=True)`` and one ``history_search``, minus the same process's peak
-  after its imports, against the logged text: the file's bytes, and the characters of its
-  message texts.
+  ``Dashr.open(read_only=True)`` and two ``history_search`` calls (a read-only session's
+  first may scan the file instead; the second builds the search cache), minus the same
+  process's peak after its imports, against the logged text: the file's bytes, and the
+  characters of its message texts.
 
 Targets: open < 1.5 s and <= 1.3x the bare ``json`` parse; replay of 100k plain events
 < 1 s; peak RSS <= 2.5x the logged text. A figure is reported as the min - max of the runs.
@@ -178,7 +179,9 @@ def child_memory(log: Path) -> dict[str, Any]:
     base = _peak_mb()
     d = Dashr.open(log, read_only=True)
     after_open = _peak_mb()
-    d.history_search(QUERY)
+    d.history_search(QUERY)  # a read-only session's first search may scan the file instead
+    after_first = _peak_mb()
+    d.history_search(QUERY + " x")  # this one builds the search cache
     after_search = _peak_mb()
     chars = sum(
         len(t) for e in d.session.events if "message" in e.data for t in texts(e.message.content)
@@ -187,6 +190,7 @@ def child_memory(log: Path) -> dict[str, Any]:
         "ru_maxrss MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "baseline MB": base,
         "peak after open MB": after_open - base,
+        "peak after first search MB": after_first - base,
         "peak after search MB": after_search - base,
         "file MB": log.stat().st_size / 2**20,
         "text Mchars": chars / 1e6,
@@ -292,19 +296,22 @@ def report(timings: list[dict[str, Any]], memory: list[dict[str, Any]], log: Pat
     rows.append(("encoding every object of the log (appends)", enc))
     peak = [m["peak after search MB"] for m in memory]
     opened = [m["peak after open MB"] for m in memory]
+    first = [m["peak after first search MB"] for m in memory]
     file_mb, chars = memory[0]["file MB"], memory[0]["text Mchars"]
     rows.append(
         (
-            "peak RSS above the imports: after open / after open + one search",
-            f"{min(opened):,.0f} – {max(opened):,.0f} MB / {min(peak):,.0f} – {max(peak):,.0f} MB"
-            f" (imports baseline {memory[0]['baseline MB']:,.0f} MB)",
+            "peak RSS above the imports: after open / a first search / a second one (which "
+            "builds the search cache)",
+            f"{min(opened):,.0f} – {max(opened):,.0f} MB / {min(first):,.0f} – {max(first):,.0f}"
+            f" MB / {min(peak):,.0f} – {max(peak):,.0f} MB (imports baseline "
+            f"{memory[0]['baseline MB']:,.0f} MB)",
         )
     )
     by_file = [p / file_mb for p in peak]
     by_text = [p / (chars * 1e6 / 2**20) for p in peak]
     rows.append(
         (
-            "peak RSS after a search / logged text",
+            "peak RSS after both searches / logged text",
             f"{ratio_spread(by_file)}x the file ({file_mb:,.0f} MiB); {ratio_spread(by_text)}x "
             f"its message text ({chars:,.1f} M characters)",
         )
