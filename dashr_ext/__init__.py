@@ -11,29 +11,58 @@ In IPython or Jupyter, ``%load_ext dashr_ext`` attaches a session to the kernel.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._checkpoints import Checkpoint
-from ._compaction import CompactionResult, PrunedNode, PruneResult
-from ._config import CompactionConfig, RecallConfig
-from ._controller import Dashr
-from ._events import Event, Message
-from ._meter import Measurement, TokenMeter
-from ._recall import RecallResult
-from ._session import Session
-from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
-from ._summarizers.extractive import ExtractiveSummarizer
-from ._turns import Step, Turn
 from ._version import __version__
-from .agent import Agent, AgentReply
 from .errors import CompactionWarning, UsageWarning
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ._checkpoints import Checkpoint
     from ._client import ChatClient
+    from ._compaction import CompactionResult, PrunedNode, PruneResult
+    from ._config import CompactionConfig, RecallConfig
+    from ._controller import Dashr
+    from ._events import Event, Message
+    from ._meter import Measurement, TokenMeter
+    from ._recall import RecallResult
+    from ._session import Session
+    from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
+    from ._summarizers.extractive import ExtractiveSummarizer
     from ._summarizers.llm import LLMSummarizer
+    from ._turns import Step, Turn
+    from .agent import Agent, AgentReply
+
+_LAZY = {
+    "Agent": ".agent",
+    "AgentReply": ".agent",
+    "ChatClient": "._client",
+    "Checkpoint": "._checkpoints",
+    "CompactionConfig": "._config",
+    "CompactionResult": "._compaction",
+    "Dashr": "._controller",
+    "Event": "._events",
+    "ExtractiveSummarizer": "._summarizers.extractive",
+    "LLMSummarizer": "._summarizers.llm",
+    "Measurement": "._meter",
+    "Message": "._events",
+    "PruneResult": "._compaction",
+    "PrunedNode": "._compaction",
+    "RecallConfig": "._config",
+    "RecallResult": "._recall",
+    "Session": "._session",
+    "Step": "._turns",
+    "Summarizer": "._summarizers.base",
+    "SummaryRequest": "._summarizers.base",
+    "SummaryResult": "._summarizers.base",
+    "TokenMeter": "._meter",
+    "Turn": "._turns",
+}
+"""Public names imported on first use, so that a command or a module that needs a few
+(``dashr search`` reads a log without the compaction engine) does not load them all."""
 
 __all__ = [
     "Agent",
@@ -83,13 +112,13 @@ def unload_ipython_extension(ip: InteractiveShell) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    # These bring httpx with them: imported on first use, not with the package.
-    if name == "ChatClient":
-        from ._client import ChatClient
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
-        return ChatClient
-    if name == "LLMSummarizer":
-        from ._summarizers.llm import LLMSummarizer
 
-        return LLMSummarizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,6 +8,8 @@ left out.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,3 +258,21 @@ def test_no_module_holds_more_than_one_job_of_code() -> None:
     # ~600 lines is where a module starts doing several jobs; data files are not code.
     big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 650}
     assert not big, big
+
+
+def test_the_package_imports_its_public_names_on_first_use() -> None:
+    """``import dashr_ext`` loads no engine; every exported name still resolves.
+
+    ``dashr search`` and other read-only commands import only what they use, so a one-off
+    search of a large log does not pay for the compaction engine and the summarizers.
+    """
+    code = (
+        "import sys, dashr_ext\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('dashr_ext.'))\n"
+        "names = [n for n in dashr_ext.__all__ if getattr(dashr_ext, n) is None]\n"
+        "print(loaded, names, 'Dashr' in dir(dashr_ext))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['dashr_ext._version', 'dashr_ext.errors'] [] True"
