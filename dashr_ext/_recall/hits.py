@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .render import MONOSPACE, one_line
 from .result import RecallResult
@@ -140,7 +141,7 @@ def render_hits(
         note = zero_note(scope if scope is not None else latest)
         lines = [header(0), note, trailer(False)]
         text = "\n".join(lines)
-        return RecallResult(text, "search", _search_html(lines[0], [], [note], lines[-1]))
+        return RecallResult(text, "search", search_html(lines[0], [], [note], lines[-1]))
 
     def fit(extra: list[str], count: int) -> list[Hit]:
         used = len(header(len(matched))) + sum(len(x) + 1 for x in extra)
@@ -174,10 +175,19 @@ def render_hits(
     lines.extend(notes)
     lines.append(trailer(truncated))
     text = "\n".join(lines)
-    return RecallResult(text, "search", _search_html(lines[0], hits, notes, lines[-1]))
+    return RecallResult(text, "search", search_html(lines[0], hits, notes, lines[-1]))
 
 
-def _search_html(header: str, hits: Sequence[Hit], notes: Sequence[str], trailer: str) -> str:
+class ShownHit(Protocol):
+    """What :func:`search_html` shows of a hit: its two lines and its snippet's pieces."""
+
+    def lines(self, number: int) -> tuple[str, str]: ...
+
+    def html_pieces(self) -> tuple[str, str, str]: ...
+
+
+def search_html(header: str, hits: Sequence[ShownHit], notes: Sequence[str], trailer: str) -> str:
+    """The HTML of a search result: ``header``, the numbered ``hits``, ``notes``, ``trailer``."""
     esc = html.escape
     out = [f'<div class="dashr-recall dashr-search"><p>{esc(header)}</p>']
     if hits:

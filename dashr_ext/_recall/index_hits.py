@@ -16,11 +16,10 @@ session; files that could not be searched are named on ``skipped`` lines.
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Mapping, MutableMapping, MutableSequence, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, MutableSequence
 from dataclasses import dataclass
 
-from .hits import QUERY_SHOWN_CHARS, SNIPPET_STYLE, Hit
+from .hits import QUERY_SHOWN_CHARS, Hit, search_html
 from .render import one_line
 from .result import RecallResult
 
@@ -39,6 +38,9 @@ class SessionHit:
         meta, snippet = self.hit.lines(number)
         head, rest = meta.split(". ", 1)
         return f"{head}. session {self.session} | {rest}", snippet
+
+    def html_pieces(self) -> tuple[str, str, str]:
+        return self.hit.html_pieces()
 
 
 def render_all(
@@ -96,7 +98,9 @@ def render_all(
             "shorter or different phrase."
         )
         lines = [header(0), zero, *notes, trailer(False)]
-        return RecallResult("\n".join(lines), "search", _html(lines[0], [], lines[1:-1], lines[-1]))
+        return RecallResult(
+            "\n".join(lines), "search", search_html(lines[0], [], lines[1:-1], lines[-1])
+        )
     truncated = len(shown) < matched
     if truncated:
         notes.insert(0, _narrow(counts, limit, max_hits))
@@ -105,7 +109,7 @@ def render_all(
         lines.extend(hit.lines(number))
     lines.extend(notes)
     lines.append(trailer(truncated))
-    return RecallResult("\n".join(lines), "search", _html(lines[0], shown, notes, lines[-1]))
+    return RecallResult("\n".join(lines), "search", search_html(lines[0], shown, notes, lines[-1]))
 
 
 def _narrow(counts: Mapping[str, int], limit: int, max_hits: int) -> str:
@@ -120,22 +124,3 @@ def _narrow(counts: Mapping[str, int], limit: int, max_hits: int) -> str:
         f"more matches than shown: narrow with {', '.join(ways[:-1])} or {ways[-1]} "
         f"(matches per session: {', '.join(parts)}{more})"
     )
-
-
-def _html(header: str, hits: Sequence[SessionHit], notes: Sequence[str], trailer: str) -> str:
-    esc = html.escape
-    out = [f'<div class="dashr-recall dashr-search"><p>{esc(header)}</p>']
-    if hits:
-        out.append("<ol>")
-        for number, hit in enumerate(hits, 1):
-            meta = hit.lines(number)[0].split(". ", 1)[1]
-            before, match, after = hit.hit.html_pieces()
-            out.append(
-                f'<li><div><code>{esc(meta)}</code></div><div class="dashr-snippet" '
-                f'style="{SNIPPET_STYLE}">…{esc(before)}<mark>{esc(match)}</mark>{esc(after)}…'
-                "</div></li>"
-            )
-        out.append("</ol>")
-    out.extend(f"<p>{esc(note)}</p>" for note in notes)
-    out.append(f"<p>{esc(trailer)}</p></div>")
-    return "".join(out)
