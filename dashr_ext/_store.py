@@ -623,14 +623,8 @@ def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _DECODER = json.JSONDecoder()
 
-_JSON_TYPE_NAMES = {
-    list: "array",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-}
+_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number"}
+_JSON_TYPE_NAMES.update({bool: "boolean", type(None): "null"})
 
 
 def _line_problem(line: str) -> str | None:
@@ -644,6 +638,8 @@ def _line_problem(line: str) -> str | None:
         return f"not valid JSON: {err.msg} {where} {err.colno}"
     except RecursionError:
         return "not parseable: JSON nested too deeply"
+    except ValueError as err:  # an integer past Python's digit limit, and the like
+        return f"not parseable: {err}"
     if type(obj) is not dict:
         return f"expected a JSON object, got {_JSON_TYPE_NAMES.get(type(obj), type(obj).__name__)}"
     return None

@@ -401,6 +401,17 @@ def test_a_line_nested_too_deeply_to_parse_is_a_corrupt_line(path: Path) -> None
     assert (info.value.line, info.value.reason) == (2, "not parseable: JSON nested too deeply")
 
 
+def test_an_integer_past_pythons_digit_limit_is_a_corrupt_line(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(line_bytes(event(0)) + b'{"a":' + b"7" * 5_000 + b"}\n")
+
+    with Store.open(path) as store, pytest.raises(CorruptLogError) as info:
+        store.load()
+
+    assert info.value.line == 2
+    assert info.value.reason.startswith("not parseable: Exceeds the limit (4300 digits)")
+
+
 def test_a_corrupt_last_complete_line_is_an_error_not_a_torn_tail(path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_bytes(line_bytes(event(0)) + b'{"seq": 1, "type\n')
