@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 try:  # a faster parser for whole logs; json remains the reference and says what is wrong
     from msgspec import MsgspecError
@@ -158,6 +159,82 @@ def decode_lines(data: bytes, end: int) -> list[dict[str, Any]] | None:
     except (MsgspecError, RecursionError):
         return None
     return out
+
+
+def decode_file(
+    f: BinaryIO, take: Callable[[list[dict[str, Any]]], None], block: int
+) -> tuple[int, bytes] | None:
+    """Read ``f`` to its end ``block`` bytes at a time, passing the objects of each block's
+    complete lines to ``take`` (:func:`decode_lines`), so the whole file is never held as
+    bytes. Returns ``(length of the complete lines, the bytes after the last newline)``;
+    None, having stopped, as soon as a line is not one :func:`decode_lines` decodes."""
+    if _FAST_DECODE is None:
+        return None
+    parts: list[bytes] = []  # the start of a line longer than a block
+    done = 0
+    while chunk := f.read(block):
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        buf = b"".join((*parts, chunk)) if parts else chunk
+        cut = buf.rfind(b"\n") + 1
+        objs = decode_lines(buf, cut)
+        if objs is None:
+            return None
+        parts = [buf[cut:]] if cut < len(buf) else []
+        del buf, chunk
+        take(objs)
+        done += cut
+    return done, b"".join(parts)
+
+
+def json_lines(data: bytes, cut: int) -> list[dict[str, Any]] | tuple[int, str]:
+    """The JSON object of each line of ``data[:cut]`` (complete lines), parsed with ``json``;
+    else ``(line number, what is wrong)`` for the first line that is not one."""
+    try:
+        text = str(memoryview(data)[:cut], "utf-8")
+    except UnicodeDecodeError as err:
+        lineno = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        return lineno, f"not valid UTF-8: {err.reason} at column {column}"
+    raw_lines = text.split("\n")
+    raw_lines.pop()  # the empty string after the last newline
+    decode = _DECODER.decode
+    try:
+        objs = [decode(line) for line in raw_lines]
+    except (ValueError, RecursionError):
+        objs = []  # fall through to the line-by-line pass to say where and why
+    if len(objs) == len(raw_lines) and all(type(obj) is dict for obj in objs):
+        return objs
+    for lineno, line in enumerate(raw_lines, 1):
+        reason = _line_problem(line)
+        if reason is not None:
+            return lineno, reason
+    raise AssertionError("unreachable: some line failed to parse as an object")
+
+
+_DECODER = json.JSONDecoder()
+
+_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number"}
+_JSON_TYPE_NAMES.update({bool: "boolean", type(None): "null"})
+
+
+def _line_problem(line: str) -> str | None:
+    """Why one complete line is not a JSON object, or None when it is."""
+    if not line.strip():
+        return "blank line (every line must be one JSON object)"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        where = "column" if err.msg.endswith(" at") else "at column"  # "...starting at"
+        return f"not valid JSON: {err.msg} {where} {err.colno}"
+    except RecursionError:
+        return "not parseable: JSON nested too deeply"
+    except ValueError as err:  # an integer past Python's digit limit, and the like
+        return f"not parseable: {err}"
+    if type(obj) is not dict:
+        return f"expected a JSON object, got {_JSON_TYPE_NAMES.get(type(obj), type(obj).__name__)}"
+    return None
 
 
 def _encodable(text: str) -> bool:

@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, BinaryIO, Literal, TypeVar, cast, overload
 
 from ._events import now_ms
 from ._filelock import lock_exclusive, release_in_forked_child
-from ._jsontext import decode_lines
+from ._jsontext import decode_file, decode_lines, json_lines
 from ._paths import utc_stamp
 from .errors import (
     ConfigError,
@@ -46,6 +46,8 @@ T = TypeVar("T")
 _DURABILITIES = ("fsync", "flush")
 # Session files hold whole conversations (code, file contents, tool output): owner-only.
 _FILE_MODE = 0o600
+_LOAD_BLOCK = 16 << 20
+"""Bytes read and decoded at a time when loading."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,21 +272,61 @@ class Store:
         JSON object or ``parse`` raises :class:`EventError` for it.
         """
         with self._mutex, gc_paused():
-            data = self._read_all()
-            cut = data.rfind(b"\n") + 1  # length of the complete lines; 0 when there are none
-            objs = decode_lines(data, cut)  # None: parse with json, which says what is wrong
-            if objs is None:
-                objs = self._parse_text(data, cut)
-            self._lines = len(objs)
-            out: list[Any]
-            if parse is None:
-                out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
+            streamed = self._load_blocks(parse)
+            if streamed is not None:  # the common case: the whole file is never held at once
+                out, cut, tail = streamed
             else:
-                out = self._apply(parse, objs)
-            if cut == len(data):
+                data = self._read_all()
+                cut = data.rfind(b"\n") + 1  # the complete lines' length; 0 when there are none
+                objs = decode_lines(data, cut)  # None: parse with json, which says what is wrong
+                if objs is None:
+                    objs = self._parse_text(data, cut)
+                if parse is None:
+                    out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
+                else:
+                    out = self._apply(parse, objs)
+                tail = data[cut:]
+                del data, objs
+            self._lines = len(out)
+            if not tail:
                 self._size = cut
                 return out, None
-            return out, self._handle_torn_tail(data, cut)
+            return out, self._handle_torn_tail(tail, cut, len(out) + 1)
+
+    def _load_blocks(
+        self, parse: Callable[[dict[str, Any]], Any] | None
+    ) -> tuple[list[Any], int, bytes] | None:
+        """The lines read and decoded a block at a time (``msgspec``), so that a large log is
+        never in memory twice, as bytes and as objects: ``(out, complete bytes, torn tail)``.
+        None when any line needs the whole-file path (no msgspec, a line it refuses, a
+        ``parse`` error), which then reports exactly what is wrong and where."""
+        out: list[Any] = []
+
+        def take(objs: list[dict[str, Any]]) -> None:
+            if parse is None:
+                out.extend(LoadedLine(i, obj) for i, obj in enumerate(objs, len(out) + 1))
+            else:
+                out.extend(map(parse, objs))
+
+        with self._reader() as f:
+            try:
+                read = decode_file(f, take, _LOAD_BLOCK)
+            except EventError:
+                return None
+        return None if read is None else (out, *read)
+
+    def _reader(self) -> contextlib.AbstractContextManager[BinaryIO]:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed; open it again to load")
+        try:
+            if self._file is None:
+                return open(self.path, "rb")
+            # Read through the locked descriptor: it is the file this writer appends to,
+            # even if the path was renamed meanwhile.
+            self._file.seek(0)
+            return contextlib.nullcontext(cast(BinaryIO, self._file))
+        except OSError as err:
+            raise StoreError(f"{self.path}: cannot read the session file: {err}") from err
 
     def _read_all(self) -> bytes:
         if self._closed:
@@ -303,28 +345,10 @@ class Store:
             raise StoreError(f"{self.path}: cannot read the session file: {err}") from err
 
     def _parse_text(self, data: bytes, cut: int) -> list[dict[str, Any]]:
-        try:
-            text = str(memoryview(data)[:cut], "utf-8")
-        except UnicodeDecodeError as err:
-            lineno = data.count(b"\n", 0, err.start) + 1
-            column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
-            raise CorruptLogError(
-                str(self.path), lineno, f"not valid UTF-8: {err.reason} at column {column}"
-            ) from None
-        raw_lines = text.split("\n")
-        raw_lines.pop()  # the empty string after the last newline
-        decode = _DECODER.decode
-        try:
-            objs = [decode(line) for line in raw_lines]
-        except (ValueError, RecursionError):
-            objs = []  # fall through to the line-by-line pass to say where and why
-        if len(objs) == len(raw_lines) and all(type(obj) is dict for obj in objs):
-            return objs
-        for lineno, line in enumerate(raw_lines, 1):
-            reason = _line_problem(line)
-            if reason is not None:
-                raise CorruptLogError(str(self.path), lineno, reason)
-        raise AssertionError("unreachable: some line failed to parse as an object")
+        objs = json_lines(data, cut)
+        if isinstance(objs, tuple):
+            raise CorruptLogError(str(self.path), *objs)
+        return objs
 
     def _apply(self, parse: Callable[[dict[str, Any]], T], objs: list[dict[str, Any]]) -> list[T]:
         out: list[T] = []
@@ -336,9 +360,7 @@ class Store:
                 raise CorruptLogError(str(self.path), lineno, str(err)) from err
         return out
 
-    def _handle_torn_tail(self, data: bytes, cut: int) -> TornTail:
-        tail = data[cut:]
-        lineno = data.count(b"\n", 0, cut) + 1
+    def _handle_torn_tail(self, tail: bytes, cut: int, lineno: int) -> TornTail:
         if self._file is None:
             warnings.warn(
                 f"{self.path}: line {lineno} is incomplete ({len(tail)} bytes without a final "
@@ -621,25 +643,3 @@ def _encode_batch(objs: Sequence[dict[str, Any]]) -> bytes:
 # json.dumps(obj, ensure_ascii=False, separators=(",", ":")), built once; NaN and the
 # infinities are refused because they are not JSON and other readers reject them.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_DECODER = json.JSONDecoder()
-
-_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number"}
-_JSON_TYPE_NAMES.update({bool: "boolean", type(None): "null"})
-
-
-def _line_problem(line: str) -> str | None:
-    """Why one complete line is not a JSON object, or None when it is."""
-    if not line.strip():
-        return "blank line (every line must be one JSON object)"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as err:
-        where = "column" if err.msg.endswith(" at") else "at column"  # "...starting at"
-        return f"not valid JSON: {err.msg} {where} {err.colno}"
-    except RecursionError:
-        return "not parseable: JSON nested too deeply"
-    except ValueError as err:  # an integer past Python's digit limit, and the like
-        return f"not parseable: {err}"
-    if type(obj) is not dict:
-        return f"expected a JSON object, got {_JSON_TYPE_NAMES.get(type(obj), type(obj).__name__)}"
-    return None
