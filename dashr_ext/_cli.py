@@ -299,6 +299,11 @@ def _search_all(args: argparse.Namespace) -> int:
     else:
         directory, query = Path(args.file), args.query
     args.file = directory  # errors name the directory
+    if args.query is None and not directory.exists():
+        raise ValueError(
+            f"{directory}: no session directory yet (no session has been recorded under "
+            "$DASHR_HOME); give one: dashr search --all DIR QUERY"
+        )
     if not directory.is_dir():
         raise ValueError(
             f"{directory}: not a directory; --all searches every session file in DIR "

@@ -517,6 +517,17 @@ def test_cli_search_all_errors_name_flags(
     assert "give FILE and QUERY, or --all [DIR] QUERY" in capsys.readouterr().err
 
 
+def test_cli_search_all_without_a_session_directory_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DASHR_HOME", str(tmp_path / "home"))
+    assert main(["search", "--all", "retry"]) == 1
+    err = capsys.readouterr().err
+    assert "sessions: no session directory yet" in err
+    assert "dashr search --all DIR QUERY" in err
+    assert not (tmp_path / "home").exists()  # a search creates nothing
+
+
 # --------------------------------------------------------------------------- the magic
 
 
