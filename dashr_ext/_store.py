@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Literal, TypeVar, cast, overload
 
 from ._events import now_ms
 from ._filelock import lock_exclusive, release_in_forked_child
-from ._jsontext import decode_file, decode_lines, json_lines
+from ._jsontext import decode_file, json_lines
 from ._paths import utc_stamp
 from .errors import (
     ConfigError,
@@ -278,9 +278,7 @@ class Store:
             else:
                 data = self._read_all()
                 cut = data.rfind(b"\n") + 1  # the complete lines' length; 0 when there are none
-                objs = decode_lines(data, cut)  # None: parse with json, which says what is wrong
-                if objs is None:
-                    objs = self._parse_text(data, cut)
+                objs = self._parse_text(data, cut)  # json: it takes a few more inputs
                 if parse is None:
                     out = [LoadedLine(i, obj) for i, obj in enumerate(objs, 1)]
                 else:

@@ -110,3 +110,17 @@ def server() -> Iterator[ScriptedServer]:
 
     with ScriptedServer() as s:
         yield s
+
+
+@pytest.fixture
+def shells() -> Iterator[list[InteractiveShell]]:
+    """Shells made by a test; each is unloaded (sessions closed) afterwards."""
+    import dashr_ext
+
+    main = sys.modules.get("__main__")
+    made: list[InteractiveShell] = []
+    yield made
+    for made_shell in made:
+        dashr_ext.unload_ipython_extension(made_shell)
+    if main is not None:
+        sys.modules["__main__"] = main

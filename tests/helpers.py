@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
@@ -15,6 +15,9 @@ from dashr_ext._controller import Dashr
 from dashr_ext._events import ContentBlock, Event, EventSpec, block_to_json, text_blocks
 from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 LOREM = (
     "def compute_backoff(attempt: int, base_ms: int = 250) -> int:\n"
@@ -140,3 +143,10 @@ class ThisInterpreter(KernelSpecManager):
             display_name="Python (tests)",
             language="python",
         )
+
+
+def run_cell(ip: InteractiveShell, code: str) -> Any:
+    """Run a cell like a notebook would; raise its error; return its value."""
+    result = ip.run_cell(code)
+    result.raise_error()
+    return result.result

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import record_steps
+from helpers import run_cell as run  # tests/ is on sys.path under pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
@@ -44,28 +45,9 @@ def new_shell(config: Config | None = None) -> InteractiveShell:
 
 
 @pytest.fixture
-def shells() -> Iterator[list[InteractiveShell]]:
-    """Shells made by a test; each is unloaded (sessions closed) afterwards."""
-    main = sys.modules.get("__main__")
-    made: list[InteractiveShell] = []
-    yield made
-    for shell in made:
-        dashr_ext.unload_ipython_extension(shell)
-    if main is not None:
-        sys.modules["__main__"] = main
-
-
-@pytest.fixture
 def ip(shells: list[InteractiveShell]) -> InteractiveShell:
     shells.append(new_shell())
     return shells[-1]
-
-
-def run(ip: InteractiveShell, code: str) -> Any:
-    """Run a cell like a notebook would; raise its error; return its value."""
-    result = ip.run_cell(code)
-    result.raise_error()
-    return result.result
 
 
 def usage_error(ip: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cell as run  # tests/ is on sys.path under pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -331,12 +332,6 @@ def ip() -> Iterator[InteractiveShell]:
     dashr_ext.unload_ipython_extension(shell)
     if main_module is not None:
         sys.modules["__main__"] = main_module
-
-
-def run(ip: InteractiveShell, code: str) -> Any:
-    result = ip.run_cell(code)
-    result.raise_error()
-    return result.result
 
 
 def llm_shell(ip: InteractiveShell, server: ScriptedServer) -> None:

@@ -38,7 +38,7 @@ from dashr_ext._recall.render import (
     event_body,
     event_label,
     minute_utc,
-    render_page,
+    read_page,
 )
 from dashr_ext._recall.search import SearchIndex, normalize, snippet
 from dashr_ext._recall.tools import tool_arguments
@@ -1209,7 +1209,7 @@ def test_a_page_cuts_an_event_that_cannot_fit_and_the_next_resumes_at_the_next_c
     event = message_event(4, "user/message", [TextBlock(body)])
 
     def page(offset: int) -> tuple[str, Cursor | None]:
-        return render_page(
+        result = read_page(
             "header",
             iter([(0, event)]),
             range_id="c20",
@@ -1218,6 +1218,7 @@ def test_a_page_cuts_an_event_that_cannot_fit_and_the_next_resumes_at_the_next_c
             max_chars=300,
             max_events=10,
         )
+        return result.text, result.cursor
 
     first, cursor = page(0)
     assert cursor is not None and (cursor.range, cursor.position) == ("c20", 0)

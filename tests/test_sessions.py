@@ -6,12 +6,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import run_cell as run  # tests/ is on sys.path under pytest
 from IPython.core.completer import provisionalcompleter
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -83,17 +81,6 @@ def new_shell(config: Config | None = None) -> InteractiveShell:
 
 
 @pytest.fixture
-def shells() -> Iterator[list[InteractiveShell]]:
-    main = sys.modules.get("__main__")
-    made: list[InteractiveShell] = []
-    yield made
-    for shell in made:
-        dashr_ext.unload_ipython_extension(shell)
-    if main is not None:
-        sys.modules["__main__"] = main
-
-
-@pytest.fixture
 def ip(shells: list[InteractiveShell], tmp_path: Path) -> InteractiveShell:
     """A loaded shell whose own session lives outside the sessions directory."""
     config = Config()
@@ -101,12 +88,6 @@ def ip(shells: list[InteractiveShell], tmp_path: Path) -> InteractiveShell:
     shells.append(new_shell(config))
     run(shells[-1], "%load_ext dashr_ext")
     return shells[-1]
-
-
-def run(ip: InteractiveShell, code: str) -> Any:
-    result = ip.run_cell(code)
-    result.raise_error()
-    return result.result
 
 
 def usage_error(ip: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:

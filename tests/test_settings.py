@@ -7,16 +7,14 @@ import json
 import logging
 import os
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cell as run  # tests/ is on sys.path under pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-import dashr_ext
 from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext._events import Event
 from dashr_ext._magics import Dashr as Magics
@@ -264,26 +262,9 @@ def new_shell(config: Config | None = None) -> InteractiveShell:
 
 
 @pytest.fixture
-def shells() -> Iterator[list[InteractiveShell]]:
-    main = sys.modules.get("__main__")
-    made: list[InteractiveShell] = []
-    yield made
-    for shell in made:
-        dashr_ext.unload_ipython_extension(shell)
-    if main is not None:
-        sys.modules["__main__"] = main
-
-
-@pytest.fixture
 def ip(shells: list[InteractiveShell]) -> InteractiveShell:
     shells.append(new_shell())
     return shells[-1]
-
-
-def run(ip: InteractiveShell, code: str) -> Any:
-    result = ip.run_cell(code)
-    result.raise_error()
-    return result.result
 
 
 def controller(ip: InteractiveShell) -> Dashr:

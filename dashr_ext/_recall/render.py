@@ -49,7 +49,6 @@ __all__ = [
     "minute_utc",
     "one_line",
     "read_page",
-    "render_page",
 ]
 
 END_OF_RANGE = "… [end of this range]"
@@ -238,31 +237,6 @@ def _role(event: Event, head: str) -> str:
     if event.type == "tool/result":
         return "tool-error" if event.message.is_error else "tool"
     return {"user/message": "user", "assistant/message": "assistant"}.get(event.type, "context")
-
-
-def render_page(
-    header: str,
-    entries: Iterator[tuple[int, Event]],
-    *,
-    range_id: str,
-    start_offset: int,
-    max_position: int,
-    max_chars: int,
-    max_events: int,
-    checkpoint_ids: Mapping[int, str] | None = None,
-) -> tuple[str, Cursor | None]:
-    """The text and cursor of :func:`read_page`."""
-    page = read_page(
-        header,
-        entries,
-        range_id=range_id,
-        start_offset=start_offset,
-        max_position=max_position,
-        max_chars=max_chars,
-        max_events=max_events,
-        checkpoint_ids=checkpoint_ids,
-    )
-    return page.text, page.cursor
 
 
 def read_page(
