@@ -17,11 +17,24 @@ and so do the JSON arguments of its tool calls (see :mod:`dashr_ext._jsontext`).
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
+from ._blocks import (
+    ContentBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    block_from_json,
+    block_to_json,
+    render_image,
+    text_blocks,
+    texts,
+)
+from ._blocks import need as _need
 from ._jsontext import MAX_JSON_DEPTH, json_depth, json_text_too_deep
 from .errors import EventError
 
@@ -45,6 +58,8 @@ __all__ = [
     "block_to_json",
     "now_ms",
     "render_image",
+    "text_blocks",
+    "texts",
 ]
 
 JSON: TypeAlias = dict[str, Any]
@@ -146,131 +161,6 @@ def now_ms() -> int:
     return _time.time_ns() // 1_000_000
 
 
-# --------------------------------------------------------------------------- blocks
-
-
-@dataclass(frozen=True, slots=True)
-class TextBlock:
-    text: str
-    type: Literal["text"] = "text"
-
-
-@dataclass(frozen=True, slots=True)
-class ReasoningBlock:
-    text: str
-    type: Literal["reasoning"] = "reasoning"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallBlock:
-    id: str
-    name: str
-    arguments: str
-    """The call's arguments as a JSON string, exactly as the model produced them."""
-    type: Literal["tool-call"] = "tool-call"
-
-
-@dataclass(frozen=True, slots=True)
-class ImageBlock:
-    attachment_id: str
-    media_type: str
-    width: int | None
-    height: int | None
-    bytes: int | None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Keys beyond the vocabulary (e.g. ``url``), preserved for the round-trip."""
-    type: Literal["image"] = "image"
-
-
-ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ImageBlock
-
-
-def render_image(block: ImageBlock) -> str:
-    """The in-text placeholder of an image, e.g. ``[image image/png 800x600 attachment a1]``."""
-    size = (
-        f" {block.width}x{block.height}"
-        if block.width is not None and block.height is not None
-        else ""
-    )
-    return f"[image {block.media_type}{size} attachment {block.attachment_id}]"
-
-
-_IMAGE_KEYS = ("type", "attachmentId", "mediaType", "width", "height", "bytes")
-
-
-def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    try:
-        value = obj[key]
-    except KeyError:
-        raise EventError(f"{where}.{key}: missing (required)") from None
-    if type(value) is kind:  # the common case, decided without isinstance machinery
-        return value
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise EventError(f"{where}.{key}: expected {names}, got {type(value).__name__}")
-    return value
-
-
-def _optional_int(obj: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise EventError(f"{where}.{key}: expected int or null, got {type(value).__name__}")
-    return value
-
-
-def block_from_json(obj: object, where: str = "block") -> ContentBlock:
-    """Parse one content block, raising :class:`EventError` naming the bad field."""
-    if not isinstance(obj, dict):
-        raise EventError(f"{where}: expected an object, got {type(obj).__name__}")
-    kind = obj.get("type")
-    if kind == "text":
-        return TextBlock(_need(obj, "text", str, where))
-    if kind == "reasoning":
-        return ReasoningBlock(_need(obj, "text", str, where))
-    if kind == "tool-call":
-        return ToolCallBlock(
-            _need(obj, "id", str, where),
-            _need(obj, "name", str, where),
-            _need(obj, "arguments", str, where),
-        )
-    if kind == "image":
-        return ImageBlock(
-            attachment_id=_need(obj, "attachmentId", str, where),
-            media_type=_need(obj, "mediaType", str, where),
-            width=_optional_int(obj, "width", where),
-            height=_optional_int(obj, "height", where),
-            bytes=_optional_int(obj, "bytes", where),
-            extra={k: v for k, v in obj.items() if k not in _IMAGE_KEYS},
-        )
-    raise EventError(
-        f"{where}.type: unknown content block type {kind!r}; "
-        "accepted: 'text', 'reasoning', 'tool-call', 'image'"
-    )
-
-
-def block_to_json(block: ContentBlock) -> JSON:
-    if isinstance(block, TextBlock | ReasoningBlock):
-        return {"type": block.type, "text": block.text}
-    if isinstance(block, ToolCallBlock):
-        return {
-            "type": "tool-call",
-            "id": block.id,
-            "name": block.name,
-            "arguments": block.arguments,
-        }
-    return {
-        "type": "image",
-        "attachmentId": block.attachment_id,
-        "mediaType": block.media_type,
-        "width": block.width,
-        "height": block.height,
-        "bytes": block.bytes,
-        **block.extra,
-    }
-
-
 # --------------------------------------------------------------------------- messages
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -357,7 +247,8 @@ class Message:
         )
         return cls(msg_id, role, source, content, tool_call_id, tool_name, is_error, extra)
 
-    def to_json(self) -> JSON:
+    def to_json(self, order: tuple[str, ...] | None = None) -> JSON:
+        """The message object; ``order``: its keys in this order (the order it was read in)."""
         out: JSON = {
             "id": self.id,
             "role": self.role,
@@ -369,7 +260,28 @@ class Message:
             out["toolName"] = self.tool_name
             out["isError"] = self.is_error
         out.update(self.extra)
-        return out
+        return out if order is None else {k: out[k] for k in order}
+
+
+_BLOCK_KEYS = {TextBlock: 2, ReasoningBlock: 2, ToolCallBlock: 4}
+"""How many keys the JSON of each kind of block holds (image blocks are never rebuilt)."""
+_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""One shared tuple per key order of message objects read."""
+
+
+def _rebuildable(raw: JSON, message: Message) -> tuple[str, ...] | None:
+    """The key order of ``raw``, a message object, when ``message.to_json(order)`` gives it
+    back exactly (no key was dropped in parsing, every block is rebuilt as read); else None."""
+    if len(raw) != (7 if message.role == "tool" else 4) + len(message.extra):
+        return None
+    keys = _BLOCK_KEYS
+    if not all(
+        len(b) == keys.get(type(block), -1)
+        for b, block in zip(raw["content"], message.content, strict=True)
+    ):
+        return None
+    order = tuple(raw)
+    return _ORDERS.setdefault(order, order) if len(_ORDERS) < 64 else order
 
 
 # --------------------------------------------------------------------------- events
@@ -389,19 +301,77 @@ _EVENT_KEYS = ("seq", "type", "time", "surfaceOp", "sourceEventSeqs", "data")
 _EVENT_KEY_SET = frozenset(_EVENT_KEYS)
 
 
-@dataclass(slots=True)
 class Event:
-    """One line of the session log. Treat as immutable once appended."""
+    """One line of the session log. Treat as immutable once appended.
 
-    seq: int
-    type: str
-    time: int
-    data: JSON
-    surface_op: SurfaceOp | None = None
-    source_event_seqs: tuple[int, ...] | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Keys beyond the vocabulary, preserved for the round-trip (read-only)."""
-    _message: Message | None = field(default=None, repr=False, compare=False)
+    A message event read from JSON does not keep its ``data`` object beside the parsed
+    :attr:`message`: ``data`` is rebuilt from the message when asked for (the same keys in the
+    same order, equal values), so a loaded log holds its text and structure once.
+    """
+
+    __slots__ = (
+        "_data",
+        "_message",
+        "_order",
+        "extra",
+        "seq",
+        "source_event_seqs",
+        "surface_op",
+        "time",
+        "type",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        type: str,
+        time: int,
+        data: JSON,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: tuple[int, ...] | None = None,
+        extra: Mapping[str, Any] = _NO_EXTRA,
+    ) -> None:
+        self.seq = seq
+        self.type = type
+        self.time = time
+        self._data: JSON | None = data
+        self.surface_op = surface_op
+        self.source_event_seqs = source_event_seqs
+        self.extra = extra
+        """Keys beyond the vocabulary, preserved for the round-trip (read-only)."""
+        self._message: Message | None = None
+        self._order: tuple[str, ...] | None = None
+
+    @property
+    def data(self) -> JSON:
+        """The ``data`` object of the event line."""
+        data = self._data
+        if data is None:  # a message event that keeps only its parsed message
+            assert self._message is not None
+            data = {"message": self._message.to_json(self._order)}
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (
+            self.seq == other.seq
+            and self.type == other.type
+            and self.time == other.time
+            and self.surface_op == other.surface_op
+            and self.source_event_seqs == other.source_event_seqs
+            and self.extra == other.extra
+            and self.data == other.data
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Event(seq={self.seq!r}, type={self.type!r}, time={self.time!r}, "
+            f"data={self.data!r}, surface_op={self.surface_op!r}, "
+            f"source_event_seqs={self.source_event_seqs!r}, extra={self.extra!r})"
+        )
 
     @property
     def is_surface(self) -> bool:
@@ -411,7 +381,7 @@ class Event:
     def message(self) -> Message:
         """The parsed message of a surface or ``system/message`` event (cached)."""
         if self._message is None:
-            if "message" not in self.data:
+            if "message" not in self.data:  # a rebuilt data always has its message
                 raise EventError(f"event {self.seq} ({self.type}) carries no message")
             self._message = Message.from_json(
                 self.data["message"], f"event {self.seq} data.message"
@@ -481,6 +451,11 @@ class Event:
         )
         event = cls(seq, kind, time, data, op, source_seqs, extra)
         validate_payload(event)
+        message = event._message
+        if message is not None and len(data) == 1:  # {"message": …} alone: keep it parsed only
+            order = _rebuildable(data["message"], message)
+            if order is not None:
+                event._data, event._order = None, order
         return event
 
 
@@ -552,24 +527,6 @@ def validate_payload(event: Event) -> None:
         message = event.message
         if message.role != "system":
             raise EventError(f"event {event.seq} data.message.role: expected 'system'")
-
-
-def texts(blocks: Iterable[ContentBlock]) -> list[str]:
-    """Every piece of searchable text in ``blocks``: text, reasoning, tool names and arguments."""
-    out: list[str] = []
-    for b in blocks:
-        if isinstance(b, TextBlock | ReasoningBlock):
-            out.append(b.text)
-        elif isinstance(b, ToolCallBlock):
-            out.append(f"{b.name} {b.arguments}")
-    return out
-
-
-def text_blocks(text: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
-    """Normalise a ``str`` or a block sequence into a block tuple."""
-    if isinstance(text, str):
-        return (TextBlock(text),)
-    return tuple(text)
 
 
 @dataclass(frozen=True, slots=True)

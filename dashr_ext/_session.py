@@ -157,16 +157,16 @@ class Session:
         store = Store.open(Path(path), read_only=read_only, durability=durability)
         try:
             with gc_paused():  # replay builds many long-lived objects: collecting only costs time
-                lines, _torn = store.load()
+                # Parsed a block at a time: the lines' dicts never all exist at once.
+                events, _torn = store.load(Event.from_json)
                 session = cls(store=None, read_only=read_only, clock=clock)
-                for i, line in enumerate(lines):
-                    lines[i] = None  # type: ignore[call-overload]  # its dict goes with it
+                for lineno, event in enumerate(events, 1):
                     try:
-                        event = Event.from_json(line.obj)
                         session._check(event)
                     except (EventError, SurfaceError) as exc:
-                        raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
+                        raise CorruptLogError(str(store.path), lineno, str(exc)) from None
                     session._apply(event)
+                del events
             if not session._events:
                 raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
         except BaseException:
@@ -581,14 +581,14 @@ class Session:
         """Fold one checked event into the state."""
         self._events.append(event)
         kind = event.type
-        data = event.data
         op = event.surface_op
         if op is not None:
             self._cuts.fold(self._pairing, event, self._events, self._current, self.position)
             self._apply_surface(event, op)
         elif kind in MARKER_TYPES:
-            self._turns.apply_marker(event.seq, kind, data)
+            self._turns.apply_marker(event.seq, kind, event.data)
         elif kind == "session/header":
+            data = event.data
             self._session_id = str(data["sessionId"])
             self._system_prompt = data["systemPrompt"]
             self._tools = data["tools"]

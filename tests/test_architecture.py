@@ -23,6 +23,7 @@ LOG_LAYER = {
     "dashr_ext.errors",
     "dashr_ext._version",
     "dashr_ext._events",
+    "dashr_ext._blocks",
     "dashr_ext._jsontext",
     "dashr_ext._store",
     "dashr_ext._paths",

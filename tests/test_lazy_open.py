@@ -393,13 +393,54 @@ def test_wide_texts_do_not_widen_the_narrow_chunks(monkeypatch: pytest.MonkeyPat
     for text in texts:
         index.add(text)
     narrow, wide = index._parts
-    assert narrow.chunks and wide.chunks
-    for chunk, _starts, _first in narrow.chunks:
-        chunk.encode("latin-1")  # one byte per character
+    assert narrow.sealed and wide.sealed and narrow.tail and wide.tail
+    narrow._joined_tail()[0].encode("latin-1")  # one byte per character
     for query in ("retry", "café budget", "—", "ω x", "straße", "x"):
         expected = [i for i, text in enumerate(texts) if query in text]
         assert index.find(query) == expected, query
+        some = rng.sample(range(len(texts)), 150)
+        assert index.find_in(query, some) == [i for i in some if query in texts[i]], query
     assert [index.text_of(i) for i in range(len(texts))] == texts
+
+
+def test_the_search_index_keeps_full_chunks_compressed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    import dashr_ext._recall.search as search_mod
+
+    monkeypatch.setattr(search_mod, "CHUNK_CHARS", 20_000)
+    rng = random.Random(11)
+    words = ["retry", "café", "budget", "pytest", "the", "def", "—", "ValueError", "42"]
+    texts = [
+        search_mod.normalize(" ".join(rng.choices(words, k=rng.randint(5, 400))))
+        for _ in range(2000)
+    ]
+    index = search_mod.SearchIndex()
+    for text in texts:
+        index.add(text)
+    sealed = index.sealed
+    held = sum(len(c.data) for c in sealed)
+    logged = sum(len(zlib.decompress(c.data)) for c in sealed)
+    assert len(sealed) > 20 and held * 3 < logged  # not a second copy of the text
+    tails = sum(len(part.tail) for part in index._parts)
+    assert sum(len(c) for c in sealed) + tails == len(texts)
+
+    decompressed: list[int] = []
+    real = zlib.decompress
+
+    def counted(data: bytes) -> bytes:
+        decompressed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(search_mod.zlib, "decompress", counted)
+    scope = list(range(0, len(texts), 3))
+    for query in ("retry café", "valueerror 42", "— the", "nowhere at all"):
+        decompressed.clear()
+        assert index.find_in(query, scope) == [i for i in scope if query in texts[i]], query
+        assert len(decompressed) <= len(sealed)  # each sealed chunk at most once
+        decompressed.clear()
+        assert index.find(query) == [i for i, t in enumerate(texts) if query in t], query
+        assert len(decompressed) == len(sealed)
 
 
 def test_events_without_extra_keys_share_one_read_only_extra() -> None:
@@ -431,7 +472,8 @@ def test_a_replayed_log_goes_to_the_oldest_gc_generation_at_once(
     assert gc.isenabled()
     s = Session.open(path, read_only=True)
     young = {id(o) for o in gc.get_objects(0)} | {id(o) for o in gc.get_objects(1)}
-    built = [s.events[-1], s.events[-1].data, *(e for e in s.events if e.surface_op)]
+    surface = [e for e in s.events if e.surface_op]
+    built = [s.events[-1], *surface, *(e.message for e in surface)]
     assert not any(id(o) in young for o in built)
     oldest = {id(o) for o in gc.get_objects(2)}
     assert all(id(o) in oldest for o in built)

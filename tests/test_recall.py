@@ -965,7 +965,7 @@ def test_the_search_index_spans_several_chunks(
         expected = sorted(seq for seq, body in bodies.items() if norm(query) in body)
         assert f"199 events scanned, {len(expected)} matched" in text
         assert [int(x) for x in re.findall(r"^\d+\. seq (\d+) ", text, re.MULTILINE)] == expected
-    assert len(r._search.chunks) > 5
+    assert len(r._search.sealed) > 5
 
 
 # --------------------------------------------------------------------------- real sessions
@@ -1166,7 +1166,7 @@ def test_the_search_index_lists_each_matching_event_once_across_chunks(
     texts = ["retry retry retry", "nothing here", "the retry budget", "budget", "retry"]
     for text in texts:
         index.add(text)
-    assert len(index.chunks) == 2  # and a tail of one
+    assert len(index.sealed) == 2  # and a tail of one
     assert index.find("retry") == [0, 2, 4]
     assert index.find("budget") == [2, 3]
     assert index.find("y b") == [2]  # never across two events

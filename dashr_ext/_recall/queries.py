@@ -361,9 +361,8 @@ class Recall:
         if cp is not None or pruned is not None:
             span: tuple[int, ...] = cp.shadowed_seqs if cp is not None else (pruned or 0,)
             scope = [s for s in span if s not in executing]
-            matched = sorted(
-                s for s in scope if phrase in index.text_of(bisect_left(self._msg_seqs, s))
-            )
+            positions = {bisect_left(self._msg_seqs, s): s for s in scope}
+            matched = sorted(positions[i] for i in index.find_in(phrase, positions))
             scanned = len(scope)
         else:
             matched = [
