@@ -404,8 +404,6 @@ def test_wide_texts_do_not_widen_the_narrow_chunks(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_search_index_keeps_full_chunks_compressed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import zlib
-
     import dashr_ext._recall.search as search_mod
 
     monkeypatch.setattr(search_mod, "CHUNK_CHARS", 20_000)
@@ -420,19 +418,19 @@ def test_the_search_index_keeps_full_chunks_compressed(monkeypatch: pytest.Monke
         index.add(text)
     sealed = index.sealed
     held = sum(len(c.data) for c in sealed)
-    logged = sum(len(zlib.decompress(c.data)) for c in sealed)
+    logged = sum(len(search_mod._decompress(c.data)) for c in sealed)
     assert len(sealed) > 20 and held * 3 < logged  # not a second copy of the text
     tails = sum(len(part.tail) for part in index._parts)
     assert sum(len(c) for c in sealed) + tails == len(texts)
 
     decompressed: list[int] = []
-    real = zlib.decompress
+    real = search_mod._decompress
 
     def counted(data: bytes) -> bytes:
         decompressed.append(len(data))
         return real(data)
 
-    monkeypatch.setattr(search_mod.zlib, "decompress", counted)
+    monkeypatch.setattr(search_mod, "_decompress", counted)
     scope = list(range(0, len(texts), 3))
     for query in ("retry café", "valueerror 42", "— the", "nowhere at all"):
         decompressed.clear()
