@@ -275,11 +275,9 @@ def _rebuildable(raw: JSON, message: Message) -> tuple[str, ...] | None:
     if len(raw) != (7 if message.role == "tool" else 4) + len(message.extra):
         return None
     keys = _BLOCK_KEYS
-    if not all(
-        len(b) == keys.get(type(block), -1)
-        for b, block in zip(raw["content"], message.content, strict=True)
-    ):
-        return None
+    for b, block in zip(raw["content"], message.content, strict=True):
+        if len(b) != keys.get(type(block), -1):
+            return None
     order = tuple(raw)
     return _ORDERS.setdefault(order, order) if len(_ORDERS) < 64 else order
 
