@@ -135,6 +135,8 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "config/change": {"compaction": (dict,), "recall": (dict,)},
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
+_PAYLOAD_TYPES = {kind: tuple(types.items()) for kind, types in _DATA_TYPES.items()}
+_ABSENT = object()
 
 
 MAX_TIME_MS = 253_402_300_799_999
@@ -320,6 +322,10 @@ class Message:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "message") -> Message:
+        return _common_message(obj) or cls._from_json(obj, where)
+
+    @classmethod
+    def _from_json(cls, obj: object, where: str) -> Message:
         if not isinstance(obj, dict):
             raise EventError(f"{where}: expected an object, got {type(obj).__name__}")
         msg_id, role, source = obj.get("id"), obj.get("role"), obj.get("source")
@@ -372,6 +378,47 @@ class Message:
         return out
 
 
+def _common_message(obj: object) -> Message | None:
+    """``Message.from_json(obj)`` of a well-formed message of text and tool-call blocks and no
+    extra keys, built without the checks that exist to name a bad field; else None (then the
+    full parse decides, and names what is wrong)."""
+    if type(obj) is not dict or not obj.keys() <= _MESSAGE_KEY_SET:
+        return None
+    get = obj.get
+    msg_id, role, source, raw = get("id"), get("role"), get("source"), get("content")
+    if not (
+        type(msg_id) is str
+        and type(role) is str
+        and type(source) is dict
+        and type(raw) is list
+        and type(source.get("kind")) is str
+    ):
+        return None
+    blocks: list[ContentBlock] = []
+    for b in raw:
+        if type(b) is not dict:
+            return None
+        kind = b.get("type")
+        if kind == "text":
+            text = b.get("text")
+            if type(text) is not str:
+                return None
+            blocks.append(TextBlock(text))
+        elif kind == "tool-call":
+            call_id, name, arguments = b.get("id"), b.get("name"), b.get("arguments")
+            if not (type(call_id) is str and type(name) is str and type(arguments) is str):
+                return None
+            blocks.append(ToolCallBlock(call_id, name, arguments))
+        else:
+            return None
+    if role != "tool":
+        return Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
+    call_id, name, is_error = get("toolCallId"), get("toolName"), get("isError")
+    if not (type(call_id) is str and type(name) is str and type(is_error) is bool):
+        return None
+    return Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -413,8 +460,9 @@ class Event:
         if self._message is None:
             if "message" not in self.data:
                 raise EventError(f"event {self.seq} ({self.type}) carries no message")
-            self._message = Message.from_json(
-                self.data["message"], f"event {self.seq} data.message"
+            obj = self.data["message"]
+            self._message = _common_message(obj) or Message._from_json(
+                obj, f"event {self.seq} data.message"
             )
         return self._message
 
@@ -458,7 +506,15 @@ class Event:
         if seq < 0:
             raise EventError(f"event.seq: expected an integer >= 0, got {seq}")
         kind = _KNOWN_TYPES.get(kind, kind)  # one string per type, not one per event
+        if len(obj) == 4 and kind not in SURFACE_TYPES:  # seq, type, time and data only
+            event = cls(seq, kind, time, data, None, None, _NO_EXTRA)
+            validate_payload(event)
+            return event
         raw_op = obj.get("surfaceOp")
+        if raw_op == "append" and len(obj) == 5 and kind in SURFACE_TYPES:  # no other keys
+            event = cls(seq, kind, time, data, "append", None, _NO_EXTRA)
+            validate_payload(event)
+            return event
         op: SurfaceOp | None
         if raw_op is None and kind not in SURFACE_TYPES:  # the common cases, decided here
             op = None
@@ -525,22 +581,22 @@ def validate_payload(event: Event) -> None:
                 f"event {event.seq}: a replace must carry sourceEventSeqs covering what it shadows"
             )
         return
-    if kind.startswith("x-"):
-        return
-    if kind not in LOG_ONLY_TYPES:
+    required = _REQUIRED_SETS.get(kind)  # every log-only type has an entry
+    if required is None:
+        if kind.startswith("x-"):
+            return
         raise EventError(
             f"event {event.seq}.type: unknown event type {kind!r}; accepted: "
             f"{', '.join(sorted(SURFACE_TYPES | LOG_ONLY_TYPES))}, or an 'x-…' extension type"
         )
-    if not event.data.keys() >= _REQUIRED_SETS[kind]:
+    data = event.data
+    if not data.keys() >= required:
         for key in _REQUIRED_DATA[kind]:
-            if key not in event.data:
+            if key not in data:
                 raise EventError(f"event {event.seq} ({kind}) data.{key}: missing (required)")
-    for key, types in _DATA_TYPES.get(kind, {}).items():
-        if key not in event.data:
-            continue  # optional keys (e.g. compaction/end's error)
-        value = event.data[key]
-        if type(value) not in types:
+    for key, types in _PAYLOAD_TYPES.get(kind, ()):
+        value = data.get(key, _ABSENT)
+        if type(value) not in types and value is not _ABSENT:  # optional keys may be absent
             expected = " or ".join(_TYPE_NAMES[t] for t in types)
             raise EventError(
                 f"event {event.seq} ({kind}) data.{key}: expected {expected}, "

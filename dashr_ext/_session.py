@@ -39,6 +39,15 @@ __all__ = ["Session"]
 FORMAT = "dashr/1"
 
 
+def _parsed(obj: dict[str, Any]) -> Event | str:
+    """``obj`` as an event, else why it is not one: replay reports the first bad line, which
+    may be one whose event is valid but cannot follow the events before it."""
+    try:
+        return Event.from_json(obj)
+    except EventError as exc:
+        return str(exc)
+
+
 # --------------------------------------------------------------------------- session
 
 
@@ -157,16 +166,17 @@ class Session:
         store = Store.open(Path(path), read_only=read_only, durability=durability)
         try:
             with gc_paused():  # replay builds many long-lived objects: collecting only costs time
-                lines, _torn = store.load()
+                events, _torn = store.load(_parsed)
                 session = cls(store=None, read_only=read_only, clock=clock)
-                for i, line in enumerate(lines):
-                    lines[i] = None  # type: ignore[call-overload]  # its dict goes with it
+                check, apply = session._check, session._apply
+                for lineno, event in enumerate(events, 1):
                     try:
-                        event = Event.from_json(line.obj)
-                        session._check(event)
+                        if type(event) is str:  # why the line is not an event
+                            raise EventError(event)
+                        check(event)
                     except (EventError, SurfaceError) as exc:
-                        raise CorruptLogError(str(store.path), line.lineno, str(exc)) from None
-                    session._apply(event)
+                        raise CorruptLogError(str(store.path), lineno, str(exc)) from None
+                    apply(event)
             if not session._events:
                 raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
         except BaseException:
