@@ -135,13 +135,6 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "config/change": {"compaction": (dict,), "recall": (dict,)},
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
-_PAYLOAD_TYPES = {kind: tuple(types.items()) for kind, types in _DATA_TYPES.items()}
-_ABSENT = object()
-_MARKER_FIELDS = {
-    kind: tuple((key, types[0]) for key, types in _DATA_TYPES[kind].items())
-    for kind in ("turn/start", "turn/end", "step/start", "step/end")
-}
-"""The payload checks of the turn and step markers: keys that must hold one type each."""
 
 
 MAX_TIME_MS = 253_402_300_799_999
@@ -327,10 +320,6 @@ class Message:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "message") -> Message:
-        return _common_message(obj) or cls._from_json(obj, where)
-
-    @classmethod
-    def _from_json(cls, obj: object, where: str) -> Message:
         if not isinstance(obj, dict):
             raise EventError(f"{where}: expected an object, got {type(obj).__name__}")
         msg_id, role, source = obj.get("id"), obj.get("role"), obj.get("source")
@@ -383,49 +372,6 @@ class Message:
         return out
 
 
-def _common_message(obj: object) -> Message | None:
-    """``Message.from_json(obj)`` of a well-formed message of text and tool-call blocks and no
-    extra keys, built without the checks that exist to name a bad field; else None (then the
-    full parse decides, and names what is wrong)."""
-    if type(obj) is not dict or not obj.keys() <= _MESSAGE_KEY_SET:
-        return None
-    try:
-        msg_id, role, source, raw = obj["id"], obj["role"], obj["source"], obj["content"]
-        if not (
-            type(msg_id) is str
-            and type(role) is str
-            and type(source) is dict
-            and type(raw) is list
-            and type(source["kind"]) is str
-        ):
-            return None
-        blocks: list[ContentBlock] = []
-        for b in raw:
-            if type(b) is not dict:
-                return None
-            kind = b["type"]
-            if kind == "text":
-                text = b["text"]
-                if type(text) is not str:
-                    return None
-                blocks.append(TextBlock(text))
-            elif kind == "tool-call":
-                call_id, name, arguments = b["id"], b["name"], b["arguments"]
-                if not (type(call_id) is str and type(name) is str and type(arguments) is str):
-                    return None
-                blocks.append(ToolCallBlock(call_id, name, arguments))
-            else:
-                return None
-        if role != "tool":
-            return Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
-        call_id, name, is_error = obj["toolCallId"], obj["toolName"], obj["isError"]
-    except KeyError:
-        return None
-    if not (type(call_id) is str and type(name) is str and type(is_error) is bool):
-        return None
-    return Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
-
-
 # --------------------------------------------------------------------------- events
 
 
@@ -467,9 +413,8 @@ class Event:
         if self._message is None:
             if "message" not in self.data:
                 raise EventError(f"event {self.seq} ({self.type}) carries no message")
-            obj = self.data["message"]
-            self._message = _common_message(obj) or Message._from_json(
-                obj, f"event {self.seq} data.message"
+            self._message = Message.from_json(
+                self.data["message"], f"event {self.seq} data.message"
             )
         return self._message
 
@@ -491,10 +436,6 @@ class Event:
     @classmethod
     def from_json(cls, obj: object) -> Event:
         """Parse and validate one event object; raises :class:`EventError` naming the field."""
-        return _common_event(cls, obj) or cls._from_json(obj)
-
-    @classmethod
-    def _from_json(cls, obj: object) -> Event:
         if not isinstance(obj, dict):
             raise EventError(f"event: expected a JSON object, got {type(obj).__name__}")
         seq, kind, time, data = obj.get("seq"), obj.get("type"), obj.get("time"), obj.get("data")
@@ -543,50 +484,6 @@ class Event:
         return event
 
 
-def _common_event(cls: type[Event], obj: object) -> Event | None:
-    """``Event.from_json(obj)`` of an event with no keys but ``seq``, ``type``, ``time``,
-    ``data`` and an ``"append"`` surfaceOp (every marker and appended message), built without
-    the checks that exist to name a bad field; else None (then the full parse decides).
-    Raises what the full parse raises for a bad payload: it builds the same event."""
-    if type(obj) is not dict:
-        return None
-    try:
-        seq, kind, time, data = obj["seq"], obj["type"], obj["time"], obj["data"]
-    except KeyError:
-        return None
-    if not (
-        type(seq) is int
-        and type(kind) is str
-        and type(time) is int
-        and type(data) is dict
-        and 0 <= time <= MAX_TIME_MS
-        and seq >= 0
-    ):
-        return None
-    kind = _KNOWN_TYPES.get(kind, kind)  # one string per type, not one per event
-    size = len(obj)
-    if size == 4 and kind not in SURFACE_TYPES:
-        event = cls(seq, kind, time, data, None, None, _NO_EXTRA)
-        fields = _MARKER_FIELDS.get(kind)
-        if fields is not None:
-            for key, expected in fields:
-                if type(data.get(key)) is not expected:
-                    break
-            else:
-                return event  # what validate_payload checks of a marker
-        validate_payload(event)
-        return event
-    if size != 5 or kind not in SURFACE_TYPES or obj.get("surfaceOp") != "append":
-        return None
-    event = cls(seq, kind, time, data, "append", None, _NO_EXTRA)
-    message = _common_message(data.get("message"))
-    if message is None or message.role != ROLE_BY_TYPE[kind]:
-        validate_payload(event)  # parses the message in full and names what is wrong
-    else:
-        event._message = message  # what validate_payload checks of an appended message
-    return event
-
-
 def _parse_surface_op(raw: object, kind: str) -> SurfaceOp | None:
     if kind not in SURFACE_TYPES:
         if raw is not None:
@@ -628,22 +525,22 @@ def validate_payload(event: Event) -> None:
                 f"event {event.seq}: a replace must carry sourceEventSeqs covering what it shadows"
             )
         return
-    required = _REQUIRED_SETS.get(kind)  # every log-only type has an entry
-    if required is None:
-        if kind.startswith("x-"):
-            return
+    if kind.startswith("x-"):
+        return
+    if kind not in LOG_ONLY_TYPES:
         raise EventError(
             f"event {event.seq}.type: unknown event type {kind!r}; accepted: "
             f"{', '.join(sorted(SURFACE_TYPES | LOG_ONLY_TYPES))}, or an 'x-…' extension type"
         )
-    data = event.data
-    if not data.keys() >= required:
+    if not event.data.keys() >= _REQUIRED_SETS[kind]:
         for key in _REQUIRED_DATA[kind]:
-            if key not in data:
+            if key not in event.data:
                 raise EventError(f"event {event.seq} ({kind}) data.{key}: missing (required)")
-    for key, types in _PAYLOAD_TYPES.get(kind, ()):
-        value = data.get(key, _ABSENT)
-        if type(value) not in types and value is not _ABSENT:  # optional keys may be absent
+    for key, types in _DATA_TYPES.get(kind, {}).items():
+        if key not in event.data:
+            continue  # optional keys (e.g. compaction/end's error)
+        value = event.data[key]
+        if type(value) not in types:
             expected = " or ".join(_TYPE_NAMES[t] for t in types)
             raise EventError(
                 f"event {event.seq} ({kind}) data.{key}: expected {expected}, "

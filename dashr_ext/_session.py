@@ -29,7 +29,8 @@ from ._formats.openai import envelope_messages, to_event_specs
 from ._pairing import SYNTHETIC_SOURCE, CutDepths, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
-from ._store import Durability, Store, gc_paused
+from ._replay import replay
+from ._store import Durability, Store
 from ._surface import Positions, Renderings, Snapshot
 from ._turns import MARKER_TYPES, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
@@ -37,15 +38,6 @@ from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
 __all__ = ["Session"]
 
 FORMAT = "dashr/1"
-
-
-def _parsed(obj: dict[str, Any]) -> Event | str:
-    """``obj`` as an event, else why it is not one: replay reports the first bad line, which
-    may be one whose event is valid but cannot follow the events before it."""
-    try:
-        return Event.from_json(obj)
-    except EventError as exc:
-        return str(exc)
 
 
 # --------------------------------------------------------------------------- session
@@ -165,18 +157,8 @@ class Session:
         """
         store = Store.open(Path(path), read_only=read_only, durability=durability)
         try:
-            with gc_paused():  # replay builds many long-lived objects: collecting only costs time
-                events, _torn = store.load(_parsed)
-                session = cls(store=None, read_only=read_only, clock=clock)
-                check, apply = session._check, session._apply
-                for lineno, event in enumerate(events, 1):
-                    try:
-                        if type(event) is str:  # why the line is not an event
-                            raise EventError(event)
-                        check(event)
-                    except (EventError, SurfaceError) as exc:
-                        raise CorruptLogError(str(store.path), lineno, str(exc)) from None
-                    apply(event)
+            session = cls(store=None, read_only=read_only, clock=clock)
+            replay(store, session._check, session._apply)
             if not session._events:
                 raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
         except BaseException:
