@@ -45,7 +45,7 @@ def replay(store: Store, check: Callable[[Event], None], apply: Callable[[Event]
         events, _torn = store.load(_parsed)
         for lineno, event in enumerate(events, 1):
             try:
-                if type(event) is str:  # why the line is not an event
+                if isinstance(event, str):  # why the line is not an event
                     raise EventError(event)
                 check(event)
             except (EventError, SurfaceError) as exc:
