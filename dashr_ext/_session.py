@@ -506,7 +506,7 @@ class Session:
         n = len(self._events)
         if event.seq != n:
             raise EventError(f"event.seq: expected {n} (seqs are dense), got {event.seq}")
-        if (event.type == "session/header") is not (n == 0):
+        if (event.type == "session/header") != (n == 0):
             raise EventError(
                 "a session has exactly one session/header, at seq 0"
                 if n
