@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import dashr_ext._compaction.commit as commit_mod
 import dashr_ext._events as events_mod
 import dashr_ext._store as store_mod
 from dashr_ext import CompactionConfig, Dashr
@@ -185,3 +186,34 @@ def test_replay_names_the_first_bad_line_whether_it_is_no_event_or_cannot_follow
         assert f".jsonl:{result + 1}: " in str(err.value)
         expected = "unknown tool call id 'nobody'" if first is orphan else "event.time"
         assert expected in str(err.value)
+
+
+def test_a_writer_open_looks_at_no_node_when_every_compaction_pass_was_closed(
+    log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy_path = tmp_path / "w.jsonl"
+    copy_path.write_bytes(log.read_bytes())
+    looked = {"checkpoint": 0, "pruned": 0}
+
+    def counting(name: str, real: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            looked[name] += 1
+            return real(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(
+        commit_mod, "checkpoint_of", counting("checkpoint", commit_mod.checkpoint_of)
+    )
+    monkeypatch.setattr(commit_mod, "pruned_info", counting("pruned", commit_mod.pruned_info))
+    with Dashr.open(copy_path, durability="flush") as d:
+        assert len(d.checkpoints()) >= 2
+    assert looked == {"checkpoint": 0, "pruned": 0}
+    assert copy_path.read_bytes() == log.read_bytes()  # nothing needed closing
+    lines = copy_path.read_bytes().splitlines(keepends=True)
+    end = max(i for i, line in enumerate(lines) if b'"compaction/end"' in line)
+    unclosed = tmp_path / "u.jsonl"  # cut before its last pass's end: that pass is looked into
+    unclosed.write_bytes(b"".join(lines[:end]))
+    with pytest.warns(UserWarning, match="committed but was not closed"), Dashr.open(unclosed) as d:
+        assert d.session.events[-1].type == "compaction/end"
+    assert looked["checkpoint"] > 0
