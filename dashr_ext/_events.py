@@ -340,6 +340,22 @@ class Event:
         self._message: Message | None = None
         self._order: tuple[str, ...] | None = None
 
+    @classmethod
+    def parsed(
+        cls,
+        seq: int,
+        kind: str,
+        time: int,
+        data: JSON | None,
+        message: Message,
+        order: tuple[str, ...] | None,
+    ) -> Event:
+        """An appended message event already parsed: ``data`` None keeps only ``message``,
+        whose JSON gives back the line's in key ``order`` (see :func:`_rebuildable`)."""
+        event = cls(seq, kind, time, {}, "append")
+        event._data, event._message, event._order = data, message, order
+        return event
+
     @property
     def data(self) -> JSON:
         """The ``data`` object of the event line."""

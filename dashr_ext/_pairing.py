@@ -106,12 +106,15 @@ class ToolPairing:
                 raise SurfaceError(f"tool call id {call.id!r} is already used in this session")
             seen.add(call.id)
 
-    def check_result(self, message: Message, current: set[int], waiting: Sequence[str]) -> None:
-        """Raise unless an appended result answers a current call that has none yet."""
+    def check_result(
+        self, message: Message, current: set[int], waiting: Callable[[], Sequence[str]]
+    ) -> None:
+        """Raise unless an appended result answers a current call that has none yet
+        (``waiting()``: the calls awaiting a result, named when one is refused)."""
         cid = message.tool_call_id or ""
         call_seq = self.call_seq.get(cid)
         if call_seq is None:
-            known = ", ".join(waiting) or "none"
+            known = ", ".join(waiting()) or "none"
             raise SurfaceError(
                 f"tool result for unknown tool call id {cid!r}; calls awaiting a result: {known}"
             )
@@ -173,7 +176,7 @@ class ToolPairing:
         closes such calls before it appends a newer message, so only a log another writer
         wrote gets here (replayed, it folds the same way).
         """
-        if appended and event_type in _MESSAGE_TYPES and self.pending:
+        if self.pending and appended and event_type in _MESSAGE_TYPES:
             self.abandoned.update(self.pending)
             self.pending.clear()
         for call in message.tool_calls:
@@ -181,8 +184,8 @@ class ToolPairing:
             self.call_name[call.id] = call.name
             if call.id not in self.result_seq and call.id not in self.abandoned:
                 self.pending[call.id] = None
-        if event_type == "tool/result" and message.tool_call_id is not None:
-            cid = message.tool_call_id
+        cid = message.tool_call_id
+        if cid is not None and event_type == "tool/result":
             self.result_seq[cid] = seq
             self.pending.pop(cid, None)
             self.abandoned.pop(cid, None)  # another writer's late result: the log says so
@@ -279,8 +282,10 @@ class CutDepths:
         if event_type in _MESSAGE_TYPES and pairing.pending:  # abandons calls: reaches back
             self._stale = True
             return
-        calls = message.tool_calls
-        delta = sum(1 for c in calls if c.id not in pairing.result_seq) if calls else 0
+        delta = 0
+        for call in message.tool_calls:
+            if call.id not in pairing.result_seq:
+                delta += 1
         cid = message.tool_call_id if event_type == "tool/result" else None
         if cid is not None:
             if cid in pairing.abandoned:  # a late result makes the pair block cuts again

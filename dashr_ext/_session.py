@@ -29,7 +29,8 @@ from ._formats.openai import envelope_messages, to_event_specs
 from ._pairing import SYNTHETIC_SOURCE, CutDepths, ToolPairing, in_place
 from ._paths import default_session_path, new_session_id
 from ._redaction import configured_keys, scrub_keys
-from ._store import Durability, Store, gc_paused
+from ._replay import replay
+from ._store import Durability, Store
 from ._surface import Positions, Renderings, Snapshot
 from ._turns import MARKER_TYPES, Turn, TurnFold, Unit, message_shape
 from .errors import CorruptLogError, EventError, ReadOnlyError, SurfaceError
@@ -156,17 +157,8 @@ class Session:
         """
         store = Store.open(Path(path), read_only=read_only, durability=durability)
         try:
-            with gc_paused():  # replay builds many long-lived objects: collecting only costs time
-                # Parsed a block at a time: the lines' dicts never all exist at once.
-                events, _torn = store.load(Event.from_json)
-                session = cls(store=None, read_only=read_only, clock=clock)
-                for lineno, event in enumerate(events, 1):
-                    try:
-                        session._check(event)
-                    except (EventError, SurfaceError) as exc:
-                        raise CorruptLogError(str(store.path), lineno, str(exc)) from None
-                    session._apply(event)
-                del events
+            session = cls(store=None, read_only=read_only, clock=clock)
+            replay(store, session._check, session._apply)
             if not session._events:
                 raise CorruptLogError(str(store.path), 1, "empty session file (no session/header)")
         except BaseException:
@@ -511,14 +503,15 @@ class Session:
 
     def _check(self, event: Event) -> None:
         """Raise if ``event`` cannot follow the current state; never mutates."""
-        if event.seq != len(self._events):
+        n = len(self._events)
+        if event.seq != n:
+            raise EventError(f"event.seq: expected {n} (seqs are dense), got {event.seq}")
+        if (event.type == "session/header") != (n == 0):
             raise EventError(
-                f"event.seq: expected {len(self._events)} (seqs are dense), got {event.seq}"
+                "a session has exactly one session/header, at seq 0"
+                if n
+                else "the first event of a session must be a session/header"
             )
-        if not self._events and event.type != "session/header":
-            raise EventError("the first event of a session must be a session/header")
-        if self._events and event.type == "session/header":
-            raise EventError("a session has exactly one session/header, at seq 0")
         op = event.surface_op
         if op is None:
             if event.type == "compaction/summary":
@@ -529,8 +522,9 @@ class Session:
             self._check_replace(event, op, message)
             return
         if event.type == "tool/result":
-            self._pairing.check_result(message, self._current, self.pending_tool_calls())
-        self._pairing.check_new_calls(message)
+            self._pairing.check_result(message, self._current, self.pending_tool_calls)
+        if message.tool_calls:
+            self._pairing.check_new_calls(message)
 
     def _check_shadowed_seqs(self, event: Event) -> None:
         """A ``compaction/summary`` names one or more surface events already in the log."""
@@ -579,16 +573,18 @@ class Session:
 
     def _apply(self, event: Event) -> None:
         """Fold one checked event into the state."""
-        self._events.append(event)
-        kind = event.type
+        events = self._events
+        events.append(event)
         op = event.surface_op
         if op is not None:
-            self._cuts.fold(self._pairing, event, self._events, self._current, self.position)
+            self._cuts.fold(self._pairing, event, events, self._current, self.position)
             self._apply_surface(event, op)
-        elif kind in MARKER_TYPES:
-            self._turns.apply_marker(event.seq, kind, event.data)
+            return
+        kind = event.type
+        data = event.data
+        if kind in MARKER_TYPES:
+            self._turns.apply_marker(event.seq, kind, data)
         elif kind == "session/header":
-            data = event.data
             self._session_id = str(data["sessionId"])
             self._system_prompt = data["systemPrompt"]
             self._tools = data["tools"]
@@ -609,18 +605,22 @@ class Session:
                 self._surface, self._surface_shared = self._surface.copy(), False
             self._surface[a : b + 1] = [seq]
             self._rendered.replace(a, b, event)
+            appended = False
         else:
-            self._surface.append(seq)
-            self._positions.appended(self._surface, self._surface_version)
+            surface = self._surface
+            surface.append(seq)
+            self._positions.appended(surface, self._surface_version)
+            cid = message.tool_call_id
             call_seq = None
-            if message.source_kind == SYNTHETIC_SOURCE and message.tool_call_id is not None:
-                call_seq = self._pairing.call_seq.get(message.tool_call_id)
+            if cid is not None and message.source_kind == SYNTHETIC_SOURCE:
+                call_seq = self._pairing.call_seq.get(cid)
             if call_seq is not None:  # a synthetic result joins the step of its call
                 self._turns.apply_closing_result(seq, call_seq, message)
             else:
                 self._turns.apply_message(seq, message)
+            appended = True
         self._current.add(seq)
-        self._pairing.apply(seq, event.type, message, appended=not isinstance(op, Replace))
+        self._pairing.apply(seq, event.type, message, appended=appended)
         self._surface_version += 1
 
     # ------------------------------------------------------------------ the surface in order

@@ -92,7 +92,9 @@ class TurnFold:
     def apply_message(self, seq: int, message: Message) -> None:
         """Fold one appended surface message (not a replacement node)."""
         if self.has_markers:
-            self._add_to_open_step(seq)
+            if self.open_step is not None:  # _add_to_open_step, inline: once per message
+                self._step_of[seq] = self.open_step
+                self._open_step_seqs.append(seq)
             return
         before, after = self.implied_markers(
             message.role, message.source_kind, bool(message.tool_calls)

@@ -30,6 +30,7 @@ LOG_LAYER = {
     "dashr_ext._catalog",
     "dashr_ext._filelock",
     "dashr_ext._session",
+    "dashr_ext._replay",
     "dashr_ext._surface",
     "dashr_ext._formats",
     "dashr_ext._formats.openai",

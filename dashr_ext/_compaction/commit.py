@@ -150,13 +150,18 @@ def close_orphan_passes(session: Session) -> None:
     event) and is completed; any other is closed as failed: its surface never changed.
     """
     open_passes: dict[str, int] = {}
-    committed: set[str] = set()
     for event in session.events:
         if event.type == "compaction/start":
             open_passes[start_payload(event)["compactionId"]] = event.seq
         elif event.type == "compaction/end":
             open_passes.pop(end_payload(event)["compactionId"], None)
-        elif checkpoint_of(event) is not None:
+    if not open_passes:
+        return  # the common case: no node needs looking at
+    committed: set[str] = set()
+    for event in session.events:
+        if event.type in ("compaction/start", "compaction/end"):
+            continue
+        if checkpoint_of(event) is not None:
             committed.add(str(event.message.source.get("compactionId")))
         elif (info := pruned_info(event)) is not None:
             committed.add(str(info.get("compactionId")))  # a prune batch cut short
