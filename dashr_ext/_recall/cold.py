@@ -136,8 +136,8 @@ def _pieces(f: BinaryIO, lines: int | None) -> Iterator[tuple[bytearray, list[in
     is a newline (so every line's header follows one). At most ``lines`` lines (all when
     None); raises :class:`_Refused` when the file ends inside a line or has fewer lines.
 
-    The buffer is reused: it holds :data:`CHUNK_BYTES` read at a time plus the unfinished
-    line carried over, and grows only for a line longer than that.
+    The buffer is reused: it holds the unfinished line carried over plus at most
+    :data:`CHUNK_BYTES` read at a time, so it grows only for a line longer than a piece.
     """
     size = CHUNK_BYTES
     buf = bytearray(size + 1)
@@ -145,10 +145,10 @@ def _pieces(f: BinaryIO, lines: int | None) -> Iterator[tuple[bytearray, list[in
     have = 1
     left = lines
     while left is None or left > 0:
-        if have == len(buf):
-            buf.extend(bytes(size))  # a line longer than the buffer
+        if have + size > len(buf):
+            buf.extend(bytes(have + size - len(buf)))  # a line longer than a piece
         with memoryview(buf) as view:
-            got = f.readinto(view[have:])
+            got = f.readinto(view[have : have + size])
         if not got:
             if have > 1 or left:
                 raise _Refused  # a torn last line (the replay reports or ignores it), or too few
