@@ -40,7 +40,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, overload
+from typing import Protocol, overload
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
@@ -91,6 +91,10 @@ decodes = 0
 Needle = bytes | re.Pattern[bytes]
 
 
+class _Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
 class _Refused(Exception):
     """The cold pass cannot give the replay's answer for this file; replay instead."""
 
@@ -130,7 +134,7 @@ class _Sparse(Sequence[Event]):
         return self
 
 
-def _pieces(f: BinaryIO, lines: int | None) -> Iterator[tuple[bytearray, list[int]]]:
+def _pieces(f: _Readable, lines: int | None) -> Iterator[tuple[bytearray, list[int]]]:
     """The file's complete lines, a piece at a time: ``(buffer, starts)``, where the piece's
     ``k``-th line is ``buffer[starts[k] : starts[k + 1] - 1]`` and ``buffer[starts[0] - 1]``
     is a newline (so every line's header follows one). At most ``lines`` lines (all when
@@ -217,7 +221,7 @@ class ColdLog:
     @classmethod
     def scan(
         cls,
-        f: BinaryIO,
+        f: _Readable,
         phrase: str,
         p: Plan | None,
         replayed: Sequence[Event] | None = None,
@@ -475,7 +479,7 @@ def needles_of(p: Plan | None) -> list[Needle]:
 
 
 def _scan_search(
-    f: BinaryIO,
+    f: _Readable,
     query: str,
     checkpoint: str | None,
     limit: int | None,
