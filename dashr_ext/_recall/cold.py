@@ -36,11 +36,18 @@ import io
 import json
 import re
 import zlib
-from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, overload
+
+try:  # as the store decodes a log: faster than json, the same objects
+    from msgspec import MsgspecError
+    from msgspec.json import Decoder as _FastDecoder
+except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
+    _FAST_DECODE = None
+else:
+    _FAST_DECODE = _FastDecoder().decode
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
@@ -69,10 +76,13 @@ KEPT_BYTES = 1 << 20
 bytes; a later match keeps only its place in the file, read again if it is shown."""
 
 _HEADS = re.compile(
-    rb'\n\{"seq":(\d+),"type":"([^"\\]*)","time":-?\d+,'
-    rb'(?:"surfaceOp":("append"|\{)|"sourceEventSeqs":|"data":)'
+    rb'\n(?:\{"seq":(\d+),"type":"([^"\\]*)","time":-?\d+,'
+    rb'(?:"surfaceOp":("append"|\{)|"sourceEventSeqs":|"data":)|)'
 )
-"""A line's header, from the newline before it: seq, type, and the surface op if any."""
+"""A line's header, from the newline before it: seq, type, and the surface op if any (all
+empty for a line in another shape, so that there is one match per line)."""
+_LOCATE = (b'"surfaceOp":{', b'"type":"compaction/', b'"type":"config/change"')
+"""What the headers of the lines decoded for their type or surface op hold."""
 _ESCAPED = re.compile(rb"\\u")
 """A ``\\u`` escape (``re`` finds it faster than :meth:`bytes.find`)."""
 
@@ -100,10 +110,18 @@ class _Refused(Exception):
 
 
 def _decode(line: bytes) -> Event:
+    """The event of one line: msgspec decodes it when it can (the objects are the ones
+    ``json`` gives), ``json`` otherwise (it takes a few more inputs)."""
     global decodes
     decodes += 1
+    obj: object = None
+    if _FAST_DECODE is not None:
+        try:
+            obj = _FAST_DECODE(line)
+        except (MsgspecError, RecursionError):
+            obj = None
     try:
-        return Event.from_json(json.loads(line))
+        return Event.from_json(obj if type(obj) is dict else json.loads(line))
     except (ValueError, RecursionError, DashrError):
         raise _Refused from None
 
@@ -134,11 +152,10 @@ class _Sparse(Sequence[Event]):
         return self
 
 
-def _pieces(f: _Readable, lines: int | None) -> Iterator[tuple[bytearray, list[int]]]:
-    """The file's complete lines, a piece at a time: ``(buffer, starts)``, where the piece's
-    ``k``-th line is ``buffer[starts[k] : starts[k + 1] - 1]`` and ``buffer[starts[0] - 1]``
-    is a newline (so every line's header follows one). At most ``lines`` lines (all when
-    None); raises :class:`_Refused` when the file ends inside a line or has fewer lines.
+def _pieces(f: _Readable) -> Iterator[tuple[bytearray, int]]:
+    """The file's complete lines, a piece at a time: ``(buffer, cut)``, where
+    ``buffer[1:cut]`` holds whole lines and ``buffer[0]`` is a newline (so every line's
+    header follows one). Raises :class:`_Refused` when the file ends inside a line.
 
     The buffer is reused: it holds the unfinished line carried over plus at most
     :data:`CHUNK_BYTES` read at a time, so it grows only for a line longer than a piece.
@@ -147,34 +164,33 @@ def _pieces(f: _Readable, lines: int | None) -> Iterator[tuple[bytearray, list[i
     buf = bytearray(size + 1)
     buf[0] = 10  # the newline before the first line
     have = 1
-    left = lines
-    while left is None or left > 0:
+    while True:
         if have + size > len(buf):
             buf.extend(bytes(have + size - len(buf)))  # a line longer than a piece
         with memoryview(buf) as view:
             got = f.readinto(view[have : have + size])
         if not got:
-            if have > 1 or left:
-                raise _Refused  # a torn last line (the replay reports or ignores it), or too few
+            if have > 1:
+                raise _Refused  # a torn last line: the replay reports or ignores it
             return
         have += got
         cut = buf.rfind(b"\n", 1, have) + 1
         if cut == 0:
             continue  # no line ends yet
-        starts = [1]
-        find, at = buf.find, buf.find(b"\n", 1, cut)
-        while at != -1:
-            starts.append(at + 1)
-            at = find(b"\n", at + 1, cut)
-        if left is not None:
-            if len(starts) - 1 >= left:
-                del starts[left + 1 :]
-                cut = starts[-1]
-            left -= len(starts) - 1
-        yield buf, starts
+        yield buf, cut
         tail = have - cut
         buf[1 : 1 + tail] = buf[cut:have]
         have = 1 + tail
+
+
+def _line_starts(buf: bytearray, cut: int) -> list[int]:
+    """Where each line of ``buf[1:cut]`` starts, then ``cut``."""
+    starts = [1]
+    find, at = buf.find, buf.find(b"\n", 1, cut)
+    while at != -1:
+        starts.append(at + 1)
+        at = find(b"\n", at + 1, cut)
+    return starts
 
 
 def _spells_ascii(line: bytes) -> bool:
@@ -232,10 +248,15 @@ class ColdLog:
         will do."""
         log = cls(phrase, p, replayed)
         needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
-        for buf, starts in _pieces(f, lines):
-            log._piece(buf, starts, needles)
-        if not log.length:
-            raise _Refused
+        left = lines
+        for buf, cut in _pieces(f):
+            got = log._piece(buf, cut, needles, left)
+            if left is not None:
+                left -= got
+                if not left:
+                    break
+        if not log.length or left:
+            raise _Refused  # empty, or fewer lines than the replay holds
         log._markers()
         log._surface()
         log._owners()
@@ -249,14 +270,18 @@ class ColdLog:
 
     # ------------------------------------------------------------------ one piece
 
-    def _piece(self, buf: bytearray, starts: list[int], needles: Sequence[Needle]) -> None:
-        base, n, cut = self.length, len(starts) - 1, starts[-1]
-        heads = _HEADS.findall(buf, starts[0] - 1, cut - 1)
-        if len(heads) != n:
-            raise _Refused  # a line in another shape
+    def _piece(self, buf: bytearray, cut: int, needles: Sequence[Needle], lines: int | None) -> int:
+        """Scans ``buf[1:cut]`` (whole lines; at most ``lines`` of them); its line count."""
+        base = self.length
+        heads = _HEADS.findall(buf, 0, cut - 1)  # one per line: a line in another shape
+        if lines is not None and len(heads) > lines:  # has an empty seq
+            for _ in range(len(heads) - lines):
+                cut = buf.rfind(b"\n", 0, cut - 1) + 1
+            del heads[lines:]
+        n = len(heads)
         seqs, types, ops = zip(*heads, strict=True)
         if b",".join(seqs) != _expected_seqs(base, n):
-            raise _Refused  # seqs that are not dense
+            raise _Refused  # a line in another shape, or seqs that are not dense
         for kind, op in set(zip(types, ops, strict=True)):
             if (kind in _SURFACE) != bool(op):
                 raise _Refused  # a message without its surfaceOp up front, or the reverse
@@ -274,12 +299,25 @@ class ColdLog:
                 break
         self.last_type = types[-1]
 
-        def line(i: int) -> bytes:
-            return bytes(buf[starts[i - base] : starts[i - base + 1] - 1])
+        bounds: dict[int, int] = {}
+        """Seq -> where its line starts in ``buf``, for the lines looked at."""
 
+        def line(i: int) -> bytes:
+            start = bounds[i]
+            return bytes(buf[start : buf.find(b"\n", start)])
+
+        if self.plan is None:  # every message line is a candidate
+            candidates = [i for i, op in enumerate(ops, base) if op]
+            bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
+        elif wanted:
+            bounds.update(_lines_with(buf, _LOCATE, cut))
+            if not wanted.issubset(bounds):  # cannot happen: the header holds the needle
+                starts = _line_starts(buf, cut)[:-1]
+                bounds.update(zip(range(base, base + n), starts, strict=True))
         found: set[int] = set()
         structural = len(_STRUCTURAL)
-        for k, i in _lines_with(buf.lower(), starts, base, needles):
+        for k, i, start in _needle_lines(buf.lower(), cut, needles):
+            bounds[i] = start
             if k < structural:
                 wanted.add(i)
                 continue
@@ -290,9 +328,7 @@ class ColdLog:
             if types[i - base] in _WANTED_TYPES:
                 self.decoded[i] = self._event(i, line)
         p = self.plan
-        if p is None:
-            candidates = [i for i, op in enumerate(ops, base) if op]
-        else:
+        if p is not None:
             candidates = [
                 i
                 for i in sorted(found)
@@ -301,9 +337,10 @@ class ColdLog:
         for i in candidates:
             event = self._event(i, line)
             if self.phrase in normalize(event_body(event, decoded=True)):
-                self._keep(i, event, line(i), self._offset + starts[i - base] - starts[0])
+                self._keep(i, event, line(i), self._offset + bounds[i] - 1)
         self.length += n
-        self._offset += cut - starts[0]
+        self._offset += cut - 1
+        return n
 
     def _event(self, seq: int, line: Callable[[int], bytes]) -> Event:
         if self.replayed is not None:
@@ -436,29 +473,42 @@ class ColdLog:
         return self.owner.get(seq, "(no checkpoint)")
 
 
-def _lines_with(
-    low: bytearray, starts: list[int], base: int, needles: Sequence[Needle]
-) -> Iterator[tuple[int, int]]:
-    """``(needle index, seq)`` of each line of a piece holding a needle: ``low`` is the
-    piece's buffer lower-cased (so the search is ASCII case-insensitive), ``starts`` its
-    line starts, ``base`` the seq of its first line."""
-    first, cut = starts[0], starts[-1]
+def _needle_lines(
+    low: bytearray, cut: int, needles: Sequence[Needle]
+) -> Iterator[tuple[int, int, int]]:
+    """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
+    buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
     for k, needle in enumerate(needles):
         if isinstance(needle, re.Pattern):
             # A pattern finding non-ASCII characters: look in those bytes alone first.
             if needle is not _ESCAPED and not needle.search(low.translate(None, _ASCII)):
                 continue
-            m = needle.search(low, first, cut)
+            m = needle.search(low, 1, cut)
             while m is not None:
-                i = bisect_right(starts, m.start()) - 1
-                yield k, base + i
-                m = needle.search(low, starts[i + 1], cut)
+                start = low.rfind(b"\n", 0, m.start()) + 1
+                yield k, _seq_at(low, start), start
+                m = needle.search(low, low.find(b"\n", m.start()) + 1, cut)
             continue
-        at = low.find(needle, first, cut)
+        for i, start in _lines_with(low, needle, cut):
+            yield k, i, start
+
+
+def _lines_with(
+    buf: bytearray, needle: bytes | Sequence[bytes], cut: int
+) -> Iterator[tuple[int, int]]:
+    """``(seq, line start)`` of each line of ``buf[1:cut]`` holding ``needle`` (or one of
+    the needles)."""
+    for one in (needle,) if isinstance(needle, bytes) else needle:
+        at = buf.find(one, 1, cut)
         while at != -1:
-            i = bisect_right(starts, at) - 1
-            yield k, base + i
-            at = low.find(needle, starts[i + 1], cut)
+            start = buf.rfind(b"\n", 0, at) + 1
+            yield _seq_at(buf, start), start
+            at = buf.find(one, buf.find(b"\n", at) + 1, cut)
+
+
+def _seq_at(buf: bytearray, start: int) -> int:
+    """The seq of the line starting at ``start`` (its header was checked)."""
+    return int(buf[start + 7 : buf.find(b",", start + 7)])
 
 
 def _in_range(limit: object, high: int) -> bool:
