@@ -679,3 +679,9 @@ def test_matched_events_not_kept_are_read_again_for_their_snippets(
     cold.decodes = 0
     assert str(cold.search_bytes(data, "scheduler backoff", limit=5)) == str(result)
     assert decoded == cold.decodes + 5  # the five shown, decoded again
+    monkeypatch.setattr(cold, "KEPT_BYTES", 0)
+    phrase = "scheduler backoff"
+    log = cold.ColdLog.scan(io.BytesIO(data), phrase, plan(phrase))
+    log.fetch = lambda at, length: data[at + 1 : at + 1 + length]  # not the line it was
+    with pytest.raises(cold._Refused):
+        log.search(phrase, None, 5)

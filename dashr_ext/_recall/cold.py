@@ -81,8 +81,6 @@ _HEADS = re.compile(
 )
 """A line's header, from the newline before it: seq, type, and the surface op if any (all
 empty for a line in another shape, so that there is one match per line)."""
-_LOCATE = (b'"surfaceOp":{', b'"type":"compaction/', b'"type":"config/change"')
-"""What the headers of the lines decoded for their type or surface op hold."""
 _ESCAPED = re.compile(rb"\\u")
 """A ``\\u`` escape (``re`` finds it faster than :meth:`bytes.find`)."""
 
@@ -273,8 +271,9 @@ class ColdLog:
     def _piece(self, buf: bytearray, cut: int, needles: Sequence[Needle], lines: int | None) -> int:
         """Scans ``buf[1:cut]`` (whole lines; at most ``lines`` of them); its line count."""
         base = self.length
-        heads = _HEADS.findall(buf, 0, cut - 1)  # one per line: a line in another shape
-        if lines is not None and len(heads) > lines:  # has an empty seq
+        # One match per line; a line in another shape has an empty seq.
+        heads = _HEADS.findall(buf, 0, cut - 1)
+        if lines is not None and len(heads) > lines:
             for _ in range(len(heads) - lines):
                 cut = buf.rfind(b"\n", 0, cut - 1) + 1
             del heads[lines:]
@@ -306,14 +305,8 @@ class ColdLog:
             start = bounds[i]
             return bytes(buf[start : buf.find(b"\n", start)])
 
-        if self.plan is None:  # every message line is a candidate
-            candidates = [i for i, op in enumerate(ops, base) if op]
+        if self.plan is None or wanted:  # lines wanted for their header: find them
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
-        elif wanted:
-            bounds.update(_lines_with(buf, _LOCATE, cut))
-            if not wanted.issubset(bounds):  # cannot happen: the header holds the needle
-                starts = _line_starts(buf, cut)[:-1]
-                bounds.update(zip(range(base, base + n), starts, strict=True))
         found: set[int] = set()
         structural = len(_STRUCTURAL)
         for k, i, start in _needle_lines(buf.lower(), cut, needles):
@@ -328,7 +321,9 @@ class ColdLog:
             if types[i - base] in _WANTED_TYPES:
                 self.decoded[i] = self._event(i, line)
         p = self.plan
-        if p is not None:
+        if p is None:  # every message line is a candidate
+            candidates = [i for i, op in enumerate(ops, base) if op]
+        else:
             candidates = [
                 i
                 for i in sorted(found)
@@ -489,21 +484,11 @@ def _needle_lines(
                 yield k, _seq_at(low, start), start
                 m = needle.search(low, low.find(b"\n", m.start()) + 1, cut)
             continue
-        for i, start in _lines_with(low, needle, cut):
-            yield k, i, start
-
-
-def _lines_with(
-    buf: bytearray, needle: bytes | Sequence[bytes], cut: int
-) -> Iterator[tuple[int, int]]:
-    """``(seq, line start)`` of each line of ``buf[1:cut]`` holding ``needle`` (or one of
-    the needles)."""
-    for one in (needle,) if isinstance(needle, bytes) else needle:
-        at = buf.find(one, 1, cut)
+        at = low.find(needle, 1, cut)
         while at != -1:
-            start = buf.rfind(b"\n", 0, at) + 1
-            yield _seq_at(buf, start), start
-            at = buf.find(one, buf.find(b"\n", at) + 1, cut)
+            start = low.rfind(b"\n", 0, at) + 1
+            yield k, _seq_at(low, start), start
+            at = low.find(needle, low.find(b"\n", at) + 1, cut)
 
 
 def _seq_at(buf: bytearray, start: int) -> int:
