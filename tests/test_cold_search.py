@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext._checkpoints import is_checkpoint
 from dashr_ext._cli import main
 from dashr_ext._recall import cold
-from dashr_ext._recall.prefilter import plan
+from dashr_ext._recall.prefilter import LOWER_TO_ASCII, line_may_match, plan
 from dashr_ext._recall.render import event_body
+from dashr_ext._recall.search import normalize
 
 Query = tuple[str, str | None, int | None]
 """``(query, checkpoint, limit)``."""
@@ -685,3 +687,41 @@ def test_matched_events_not_kept_are_read_again_for_their_snippets(
     log.fetch = lambda at, length: data[at + 1 : at + 1 + length]  # not the line it was
     with pytest.raises(cold._Refused):
         log.search(phrase, None, 5)
+
+
+def test_only_two_characters_beyond_ascii_lower_case_to_ascii() -> None:
+    """The prefilter tests ASCII needles against a line's lower-cased bytes unless the line
+    holds a folding character or one of these (whose ``str.lower`` holds ASCII)."""
+    found = [
+        chr(c) for c in range(0x80, sys.maxunicode + 1) if any(x.isascii() for x in chr(c).lower())
+    ]
+    assert tuple(found) == LOWER_TO_ASCII
+
+
+def test_lines_without_special_characters_are_tested_on_their_bytes(tmp_path: Path) -> None:
+    """A line holding no folding character and no İ or K sign is lower-cased as bytes (no
+    str.lower); what the prefilter keeps is the same with or without the caller's hints."""
+    p = plan(normalize("résumé café scheduler"))
+    assert p is not None
+    assert isinstance(p.project("Résumé Café SCHEDULER".encode()), bytes)
+    assert isinstance(p.project("İstanbul scheduler".encode()), str)
+    assert isinstance(p.project("KELVIN \u212a scheduler".encode()), str)
+    log = tricky_log(tmp_path / "t.jsonl")
+    lines = [
+        *log.read_bytes().splitlines(),
+        *as_ascii(log, tmp_path / "a.jsonl").read_bytes().splitlines(),
+    ]
+    kept = 0
+    for query in TRICKY_QUERIES:
+        q = plan(normalize(query))
+        if q is None:
+            continue
+        for line in lines:
+            hints = {
+                "escapes": b"\\u" in line.lower(),
+                "special": bool(q.special_pattern.search(line)),
+            }
+            expected = line_may_match(line, q)
+            assert line_may_match(line, q, **hints) == expected, (query, line[:80])
+            kept += expected
+    assert 0 < kept < len(lines) * len(TRICKY_QUERIES)

@@ -308,6 +308,8 @@ class ColdLog:
         if self.plan is None or wanted:  # lines wanted for their header: find them
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
+        escaped: set[int] = set()
+        special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
         for k, i, start in _needle_lines(buf.lower(), cut, needles):
             bounds[i] = start
@@ -315,8 +317,12 @@ class ColdLog:
                 wanted.add(i)
                 continue
             found.add(i)
-            if k == structural and _spells_ascii(line(i)):  # it may spell a key
-                wanted.add(i)
+            if k == structural:
+                escaped.add(i)
+                if _spells_ascii(line(i)):  # it may spell a key
+                    wanted.add(i)
+            elif k == structural + 2:
+                special.add(i)
         for i in sorted(wanted):
             if types[i - base] in _WANTED_TYPES:
                 self.decoded[i] = self._event(i, line)
@@ -327,7 +333,8 @@ class ColdLog:
             candidates = [
                 i
                 for i in sorted(found)
-                if types[i - base] in _SURFACE and line_may_match(line(i), p)
+                if types[i - base] in _SURFACE
+                and line_may_match(line(i), p, escapes=i in escaped, special=i in special)
             ]
         for i in candidates:
             event = self._event(i, line)
@@ -502,12 +509,11 @@ def _in_range(limit: object, high: int) -> bool:
 
 def needles_of(p: Plan | None) -> list[Needle]:
     """What the scan looks for so that the candidates of ``p`` are found: the primary
-    needle, and whatever lets a line hold the phrase without it."""
+    needle, and whatever lets a line hold the phrase without it (the special pattern
+    second: the lines it finds are tested with it, the others without)."""
     if p is None:
         return []
-    found: list[Needle] = [p.primary]
-    if p.folding_pattern is not None:
-        found.append(p.folding_pattern)
+    found: list[Needle] = [p.primary, p.special_pattern]
     if p.primary_has_digit:
         found += [TOOL_CALL, IMAGE]
     return found
