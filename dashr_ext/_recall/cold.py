@@ -54,6 +54,7 @@ from .._config import RecallConfig, logged_settings
 from .._events import SURFACE_TYPES, Event, Replace
 from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
+from .._store import gc_paused
 from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
@@ -247,12 +248,15 @@ class ColdLog:
         log = cls(phrase, p, replayed)
         needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
         left = lines
-        for buf, cut in _pieces(f):
-            got = log._piece(buf, cut, needles, left)
-            if left is not None:
-                left -= got
-                if not left:
-                    break
+        # A piece's headers are many short-lived tuples: collecting them would walk every
+        # object of a replayed session again and again, and free nothing.
+        with gc_paused():
+            for buf, cut in _pieces(f):
+                got = log._piece(buf, cut, needles, left)
+                if left is not None:
+                    left -= got
+                    if not left:
+                        break
         if not log.length or left:
             raise _Refused  # empty, or fewer lines than the replay holds
         log._markers()
