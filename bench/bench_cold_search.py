@@ -234,7 +234,8 @@ def main() -> None:
             f"`python bench/bench_cold_search.py --log LOG --runs {args.runs} --record` on a "
             f"{size_mb:.0f} MB log ({log.name}); min–max of {args.runs} runs, every figure a "
             "fresh process (interpreter start and imports included); the cold and replayed "
-            "outputs were identical in every run.",
+            "outputs, and the first search's text, were identical in every run. Peak RSS is "
+            "VmHWM.",
             "",
             f"Machine: {join_notes(notes)}. Package: {package_commit()}.",
             "",
