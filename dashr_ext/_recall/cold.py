@@ -32,11 +32,13 @@ does not fold every message into the search index; the next search builds the in
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, overload
@@ -54,7 +56,6 @@ from .._config import RecallConfig, logged_settings
 from .._events import SURFACE_TYPES, Event, Replace
 from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
-from .._store import gc_paused
 from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
@@ -192,6 +193,18 @@ def _line_starts(buf: bytearray, cut: int) -> list[int]:
     return starts
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC paused (the scan's containers are all short-lived and hold no cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _spells_ascii(line: bytes) -> bool:
     """Whether ``line`` escapes a printable ASCII character (``\\u0041``)."""
     return any(0x20 <= int(h, 16) < 0x7F for h in ESCAPE.findall(line))
@@ -250,7 +263,7 @@ class ColdLog:
         left = lines
         # A piece's headers are many short-lived tuples: collecting them would walk every
         # object of a replayed session again and again, and free nothing.
-        with gc_paused():
+        with _gc_paused():
             for buf, cut in _pieces(f):
                 got = log._piece(buf, cut, needles, left)
                 if left is not None:
