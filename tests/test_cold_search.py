@@ -8,8 +8,11 @@ timed.
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,9 @@ from dashr_ext import CompactionConfig, Dashr, RecallConfig
 from dashr_ext._checkpoints import is_checkpoint
 from dashr_ext._cli import main
 from dashr_ext._recall import cold
-from dashr_ext._recall.prefilter import plan
+from dashr_ext._recall.prefilter import LOWER_TO_ASCII, line_may_match, plan
 from dashr_ext._recall.render import event_body
+from dashr_ext._recall.search import normalize
 
 Query = tuple[str, str | None, int | None]
 """``(query, checkpoint, limit)``."""
@@ -547,3 +551,199 @@ def test_summaries_come_after_originals_as_in_the_replay(big_log: Path) -> None:
     with Dashr.open(big_log, read_only=True) as d:
         seqs = [int(m) for m in re.findall(r"^\d+\. seq (\d+)", str(result), re.M)]
         assert seqs and all(is_checkpoint(d.session.event(q)) for q in seqs)
+
+
+# --------------------------------------------------------------------------- bounded memory
+
+PIECE = 256
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """``(bytes read, size of the buffer read into)`` of every read of a session file, with
+    :data:`cold.CHUNK_BYTES` set to a 256-byte piece; a whole-file read counts as one."""
+    sizes: list[tuple[int, int]] = []
+    monkeypatch.setattr(cold, "CHUNK_BYTES", PIECE)
+    real_open = open
+
+    class Counted(io.FileIO):
+        def readinto(self, b: Any) -> int:
+            got = super().readinto(b) or 0
+            sizes.append((got, len(b.obj) if isinstance(b, memoryview) else len(b)))
+            return got
+
+        def read(self, size: int = -1) -> bytes:
+            out = super().read(size)
+            sizes.append((len(out), len(out)))
+            return out
+
+    def counted_open(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if mode == "rb":
+            return Counted(path, "rb")
+        return real_open(path, mode, *args, **kwargs)
+
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        out = real_read_bytes(self)
+        sizes.append((len(out), len(out)))
+        return out
+
+    monkeypatch.setattr(cold, "open", counted_open, raising=False)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return sizes
+
+
+def long_line_log(out: Path) -> tuple[Path, int]:
+    """A compacted session with one tool output longer than several pieces, holding the
+    phrase ``needle phrase`` at its start, across piece boundaries and at its end; and the
+    length of its longest line."""
+    config = CompactionConfig(recency_window_tokens=1_000, retain_tokens=200)
+    filler = "abcdefghij " * (PIECE // 11)
+    text = "needle phrase " + " ".join(f"{filler} needle phrase {k}" for k in range(7))
+    with Dashr.create(out, config=config, durability="flush") as d:
+        for i in range(16):
+            d.record_openai({"role": "user", "content": f"Task {i}: needle phrase {i}"})
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "b", "arguments": "{}"}}
+            d.request_messages()
+            d.record_openai({"role": "assistant", "content": "looking", "tool_calls": [call]})
+            output = text + " the end" if i == 4 else f"output {i} of the tool " * 30
+            d.record_openai({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+        d.request_messages()
+        d.record_openai({"role": "assistant", "content": "Done."})
+        if not d.checkpoints():
+            d.compact()
+    longest = max(len(x) + 1 for x in out.read_bytes().splitlines())
+    return out, longest
+
+
+def test_the_cold_search_reads_a_piece_at_a_time(
+    tmp_path: Path, reads: list[tuple[int, int]]
+) -> None:
+    """Counted: no read is larger than a piece, the buffer never larger than a piece plus the
+    longest line, every byte is read once, and the result is the replay's."""
+    log, longest = long_line_log(tmp_path / "long.jsonl")
+    size = log.stat().st_size
+    assert longest > 4 * PIECE and size > 20 * PIECE
+    lines = log.read_bytes().splitlines()
+    long_seq = next(i for i, x in enumerate(lines) if len(x) > 4 * PIECE and b"tool/re" in x)
+    with Dashr.open(log, read_only=True) as d:
+        assert d.checkpoints()
+        expected = {q: str(warm_search(d, q, None, None)) for q in ("needle phrase", "the end")}
+    assert f"seq {long_seq} |" in expected["needle phrase"]  # the long output matched
+    reads.clear()
+    for query, text in expected.items():
+        got = cold.cold_search(log, query)
+        assert got is not None and str(got) == text
+    assert reads and max(got for got, _ in reads) <= PIECE
+    assert max(buffer for _, buffer in reads) <= PIECE + longest + 1
+    assert sum(got for got, _ in reads) == 2 * size
+
+
+def test_the_first_search_of_a_read_only_session_reads_a_piece_at_a_time(
+    tmp_path: Path, reads: list[tuple[int, int]]
+) -> None:
+    log, longest = long_line_log(tmp_path / "long.jsonl")
+    with Dashr.open(log, read_only=True) as d:
+        expected = str(warm_search(d, "needle phrase", None, None))
+    with Dashr.open(log, read_only=True) as d:
+        reads.clear()
+        assert str(d.history_search("needle phrase")) == expected
+        assert d.recall._search.count == 0  # the scan answered
+    assert reads and max(got for got, _ in reads) <= PIECE
+    assert max(buffer for _, buffer in reads) <= PIECE + longest + 1
+
+
+def test_a_long_line_across_pieces_is_found_and_matched_as_the_replay_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = long_line_log(tmp_path / "long.jsonl")
+    monkeypatch.setattr(cold, "CHUNK_BYTES", PIECE)
+    assert_same(log, [("needle phrase", None, None), ("phrase 3", None, None),
+                      ("abcdefghij needle", None, 2), ("the end", None, None),
+                      ("needle phrase 6 the end", None, None)])  # fmt: skip
+
+
+def test_matched_events_not_kept_are_read_again_for_their_snippets(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no room to keep matched events, each shown hit is decoded again from its place
+    in the file; the result is the same, and a file changed meanwhile is replayed."""
+    monkeypatch.setattr(cold, "KEPT_BYTES", 0)
+    with Dashr.open(big_log, read_only=True) as d:
+        mid = d.checkpoints()[40].id
+    assert_same(big_log, [("scheduler backoff", None, 5), ("café line", mid, 3)])
+    data = big_log.read_bytes()
+    cold.decodes = 0
+    result = cold.search_bytes(data, "scheduler backoff", limit=5)
+    decoded = cold.decodes
+    assert result is not None and "showing 5" in str(result)
+    monkeypatch.setattr(cold, "KEPT_BYTES", 1 << 30)
+    cold.decodes = 0
+    assert str(cold.search_bytes(data, "scheduler backoff", limit=5)) == str(result)
+    assert decoded == cold.decodes + 5  # the five shown, decoded again
+    monkeypatch.setattr(cold, "KEPT_BYTES", 0)
+    phrase = "scheduler backoff"
+    log = cold.ColdLog.scan(io.BytesIO(data), phrase, plan(phrase))
+    log.fetch = lambda at, length: data[at + 1 : at + 1 + length]  # not the line it was
+    with pytest.raises(cold._Refused):
+        log.search(phrase, None, 5)
+
+
+def test_only_two_characters_beyond_ascii_lower_case_to_ascii() -> None:
+    """The prefilter tests ASCII needles against a line's lower-cased bytes unless the line
+    holds a folding character or one of these (whose ``str.lower`` holds ASCII)."""
+    found = [
+        chr(c) for c in range(0x80, sys.maxunicode + 1) if any(x.isascii() for x in chr(c).lower())
+    ]
+    assert tuple(found) == LOWER_TO_ASCII
+
+
+def test_lines_without_special_characters_are_tested_on_their_bytes(tmp_path: Path) -> None:
+    """A line holding no folding character and no İ or K sign is lower-cased as bytes (no
+    str.lower); what the prefilter keeps is the same with or without the caller's hints."""
+    p = plan(normalize("résumé café scheduler"))
+    assert p is not None
+    assert isinstance(p.project("Résumé Café SCHEDULER".encode()), bytes)
+    assert isinstance(p.project("İstanbul scheduler".encode()), str)
+    assert isinstance(p.project("KELVIN \u212a scheduler".encode()), str)
+    log = tricky_log(tmp_path / "t.jsonl")
+    lines = [
+        *log.read_bytes().splitlines(),
+        *as_ascii(log, tmp_path / "a.jsonl").read_bytes().splitlines(),
+    ]
+    kept = 0
+    for query in TRICKY_QUERIES:
+        q = plan(normalize(query))
+        if q is None:
+            continue
+        for line in lines:
+            hints = {
+                "escapes": b"\\u" in line.lower(),
+                "special": bool(q.special_pattern.search(line)),
+            }
+            expected = line_may_match(line, q)
+            assert line_may_match(line, q, **hints) == expected, (query, line[:80])
+            kept += expected
+    assert 0 < kept < len(lines) * len(TRICKY_QUERIES)
+
+
+def test_the_first_search_of_a_large_session_runs_no_older_collection(big_log: Path) -> None:
+    """Counted: the scan's short-lived header tuples would set off collections that walk the
+    replayed session's objects (about 250 young and 20 older ones here, freeing nothing);
+    the scan pauses them."""
+    runs = [0, 0, 0]  # collections started, by generation
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            runs[info["generation"]] += 1
+
+    with Dashr.open(big_log, read_only=True) as d:
+        gc.collect()
+        gc.callbacks.append(count)
+        try:
+            result = d.history_search(f"OK {letters(7713).upper()}")
+        finally:
+            gc.callbacks.remove(count)
+        assert d.recall._search.count == 0 and "1 matched" in str(result)
+    assert runs[1] == runs[2] == 0 and runs[0] < 20

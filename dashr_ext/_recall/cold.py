@@ -1,7 +1,9 @@
 """Search a session file without replaying it: the cold ``dashr search`` (SPEC 8).
 
 Replaying a log to search it once decodes and validates every event and builds every fold;
-a search needs much less. This reads the file as bytes and makes one cheap pass:
+a search needs much less. This reads the file in line-aligned pieces of bounded size
+(:data:`CHUNK_BYTES`; a longer line gets a piece of its own), never the whole file, and
+makes one cheap pass over each piece, keeping only what the result needs:
 
 * every line's header (``{"seq":N,"type":"…","time":T,"surfaceOp":…``, the order this
   package writes) gives the message seqs and the surface appends, without decoding a line;
@@ -11,7 +13,9 @@ a search needs much less. This reads the file as bytes and makes one cheap pass:
   a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
   of each shadowed or pruned seq, and the recall settings the log records;
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase;
-  only those are decoded and matched exactly as :class:`~.queries.Recall` matches them.
+  only those are decoded and matched exactly as :class:`~.queries.Recall` matches them, as
+  their piece is scanned. A matched event is kept while the kept ones are few; the others
+  keep their place in the file and are read again if they are shown.
 
 The result is the text ``Recall.search`` gives for the same file: the same hits, owners,
 snippets, order and counts. Whatever this pass does not handle exactly gives None, and the
@@ -28,14 +32,24 @@ does not fold every message into the search index; the next search builds the in
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import re
-from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import accumulate
 from pathlib import Path
-from typing import overload
+from typing import Protocol, overload
+
+try:  # as the store decodes a log: faster than json, the same objects
+    from msgspec import MsgspecError
+    from msgspec.json import Decoder as _FastDecoder
+except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
+    _FAST_DECODE = None
+else:
+    _FAST_DECODE = _FastDecoder().decode
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
@@ -56,22 +70,39 @@ ENABLED = True
 """The ``dashr search`` command tries the cold path first (tests and benches turn it off)."""
 
 CHUNK_BYTES = 1 << 22
-"""The file is searched in line-aligned pieces of about this size (lower-cased one at a time)."""
+"""The file is read and searched in line-aligned pieces of about this size; a line longer
+than a piece is read whole (the buffer grows to hold it)."""
 
-_HEAD = rb'\{"seq":(\d+),"type":"([^"\\]*)","time":-?\d+,("surfaceOp":"append"|"surfaceOp":\{|"sourceEventSeqs":|"data":)'  # noqa: E501
-_FIRST = re.compile(_HEAD)
-_NEXT = re.compile(b"\n" + _HEAD)
+KEPT_BYTES = 1 << 20
+"""Matched events are kept (for their snippets) while their lines total at most this many
+bytes; a later match keeps only its place in the file, read again if it is shown."""
+
+_HEADS = re.compile(
+    rb'\n(?:\{"seq":(\d+),"type":"([^"\\]*)","time":-?\d+,'
+    rb'(?:"surfaceOp":("append"|\{)|"sourceEventSeqs":|"data":)|)'
+)
+"""A line's header, from the newline before it: seq, type, and the surface op if any (all
+empty for a line in another shape, so that there is one match per line)."""
+_ESCAPED = re.compile(rb"\\u")
+"""A ``\\u`` escape (``re`` finds it faster than :meth:`bytes.find`)."""
 
 _ASCII = bytes(range(128))
 _SURFACE = frozenset(t.encode() for t in SURFACE_TYPES)
 _MARKERS = frozenset(t.encode() for t in MARKER_TYPES)
 _DECODED_TYPES = frozenset({b"compaction/start", b"compaction/summary", CONFIG_CHANGE.encode()})
-_APPEND, _REPLACE = b'"surfaceOp":"append"', b'"surfaceOp":{'
+_WANTED_TYPES = _SURFACE | _DECODED_TYPES
+_APPEND, _REPLACE = b'"append"', b"{"
 _STRUCTURAL = (b'"pruned"', b"compact-checkpoint")
 """A message holding either may be a pruned node or a checkpoint node: it is decoded."""
 
 decodes = 0
 """Lines decoded by this module since import (tests count them)."""
+
+Needle = bytes | re.Pattern[bytes]
+
+
+class _Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 class _Refused(Exception):
@@ -79,10 +110,18 @@ class _Refused(Exception):
 
 
 def _decode(line: bytes) -> Event:
+    """The event of one line: msgspec decodes it when it can (the objects are the ones
+    ``json`` gives), ``json`` otherwise (it takes a few more inputs)."""
     global decodes
     decodes += 1
+    obj: object = None
+    if _FAST_DECODE is not None:
+        try:
+            obj = _FAST_DECODE(line)
+        except (MsgspecError, RecursionError):
+            obj = None
     try:
-        return Event.from_json(json.loads(line))
+        return Event.from_json(obj if type(obj) is dict else json.loads(line))
     except (ValueError, RecursionError, DashrError):
         raise _Refused from None
 
@@ -113,145 +152,256 @@ class _Sparse(Sequence[Event]):
         return self
 
 
+def _pieces(f: _Readable) -> Iterator[tuple[bytearray, int]]:
+    """The file's complete lines, a piece at a time: ``(buffer, cut)``, where
+    ``buffer[1:cut]`` holds whole lines and ``buffer[0]`` is a newline (so every line's
+    header follows one). Raises :class:`_Refused` when the file ends inside a line.
+
+    The buffer is reused: it holds the unfinished line carried over plus at most
+    :data:`CHUNK_BYTES` read at a time, so it grows only for a line longer than a piece.
+    """
+    size = CHUNK_BYTES
+    buf = bytearray(size + 1)
+    buf[0] = 10  # the newline before the first line
+    have = 1
+    while True:
+        if have + size > len(buf):
+            buf.extend(bytes(have + size - len(buf)))  # a line longer than a piece
+        with memoryview(buf) as view:
+            got = f.readinto(view[have : have + size])
+        if not got:
+            if have > 1:
+                raise _Refused  # a torn last line: the replay reports or ignores it
+            return
+        have += got
+        cut = buf.rfind(b"\n", 1, have) + 1
+        if cut == 0:
+            continue  # no line ends yet
+        yield buf, cut
+        tail = have - cut
+        buf[1 : 1 + tail] = buf[cut:have]
+        have = 1 + tail
+
+
+def _line_starts(buf: bytearray, cut: int) -> list[int]:
+    """Where each line of ``buf[1:cut]`` starts, then ``cut``."""
+    starts = [1]
+    find, at = buf.find, buf.find(b"\n", 1, cut)
+    while at != -1:
+        starts.append(at + 1)
+        at = find(b"\n", at + 1, cut)
+    return starts
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC paused (the scan's containers are all short-lived and hold no cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _spells_ascii(line: bytes) -> bool:
+    """Whether ``line`` escapes a printable ASCII character (``\\u0041``)."""
+    return any(0x20 <= int(h, 16) < 0x7F for h in ESCAPE.findall(line))
+
+
+def _expected_seqs(first: int, count: int) -> bytes:
+    return ",".join(map(str, range(first, first + count))).encode()
+
+
 @dataclass
 class ColdLog:
-    """What a search needs of one log, from its bytes, without a replay."""
+    """What a search needs of one log, from one pass over its bytes, without a replay."""
 
-    data: bytes
-    starts: list[int]
-    """Byte offset of each line (index == seq), plus the file's length."""
-    types: list[bytes]
+    phrase: str
+    plan: Plan | None
+    replayed: Sequence[Event] | None = None
+    """The log's events when a replay already holds them (then no line is decoded)."""
+    length: int = 0
+    """Lines scanned (index == seq)."""
+    last_type: bytes = b""
+    last_marker: bytes = b""
     msg_seqs: list[int] = field(default_factory=list)
+    replaced: set[int] = field(default_factory=set)
+    """Message seqs whose surface op is a replacement."""
     decoded: dict[int, Event] = field(default_factory=dict)
     current: set[int] = field(default_factory=set)
     owner: dict[int, str] = field(default_factory=dict)
     pruned: dict[str, int] = field(default_factory=dict)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     config: RecallConfig = field(default_factory=RecallConfig)
-    found: set[int] = field(default_factory=set)
-    """Seqs of the message lines holding one of the needles :meth:`scan` was given."""
-    replayed: Sequence[Event] | None = None
-    """The log's events when a replay already holds them (then no line is decoded)."""
+    matched: list[int] = field(default_factory=list)
+    """Message seqs whose event holds the phrase (all scopes), in order."""
+    kept: dict[int, Event] = field(default_factory=dict)
+    """The matched events kept for their snippets (see :data:`KEPT_BYTES`)."""
+    places: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """``(file offset, length, CRC-32)`` of each matched line whose event was not kept."""
+    fetch: Callable[[int, int], bytes] | None = None
+    """Reads ``length`` bytes at a file offset (a matched line not kept)."""
+    _kept_bytes: int = 0
+    _offset: int = 0
 
     @classmethod
     def scan(
         cls,
-        data: bytes,
-        needles: Sequence[bytes | re.Pattern[bytes]] = (),
+        f: _Readable,
+        phrase: str,
+        p: Plan | None,
         replayed: Sequence[Event] | None = None,
+        lines: int | None = None,
     ) -> ColdLog:
-        """The cheap pass; ``needles`` are looked for in the same pass (:attr:`found`).
-
-        Raises :class:`_Refused` when only a replay will do.
-        """
-        if not data.endswith(b"\n"):
-            raise _Refused  # empty, or a torn last line: the replay reports or ignores it
-        first = _FIRST.match(data)
-        if first is None or first.group(1) != b"0":
-            raise _Refused
-        heads = _NEXT.findall(data)
-        starts = _line_starts(data)
-        if len(heads) + 2 != len(starts):
-            raise _Refused  # a line in another shape
-        if list(map(int, (h[0] for h in heads))) != list(range(1, len(heads) + 1)):
-            raise _Refused  # seqs that are not dense
-        types = [first.group(2), *(h[1] for h in heads)]
-        ops = [first.group(3), *(h[2] for h in heads)]
-        log = cls(data, starts, types, replayed=replayed)
-        log._fold(ops, needles)
+        """The cheap pass over the file ``f`` (its first ``lines`` lines), matching
+        ``phrase`` (planned: ``p``) as it goes. Raises :class:`_Refused` when only a replay
+        will do."""
+        log = cls(phrase, p, replayed)
+        needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
+        left = lines
+        # A piece's headers are many short-lived tuples: collecting them would walk every
+        # object of a replayed session again and again, and free nothing.
+        with _gc_paused():
+            for buf, cut in _pieces(f):
+                got = log._piece(buf, cut, needles, left)
+                if left is not None:
+                    left -= got
+                    if not left:
+                        break
+        if not log.length or left:
+            raise _Refused  # empty, or fewer lines than the replay holds
+        log._markers()
+        log._surface()
+        log._owners()
+        settings = [e for e in log.decoded.values() if e.type == CONFIG_CHANGE]
+        if replayed is None and settings:
+            try:
+                log.config = logged_settings(settings)[1]
+            except ConfigError:
+                raise _Refused from None
         return log
 
-    def line(self, seq: int) -> bytes:
-        return self.data[self.starts[seq] : self.starts[seq + 1] - 1]
+    # ------------------------------------------------------------------ one piece
 
-    def event(self, seq: int) -> Event:
+    def _piece(self, buf: bytearray, cut: int, needles: Sequence[Needle], lines: int | None) -> int:
+        """Scans ``buf[1:cut]`` (whole lines; at most ``lines`` of them); its line count."""
+        base = self.length
+        # One match per line; a line in another shape has an empty seq.
+        heads = _HEADS.findall(buf, 0, cut - 1)
+        if lines is not None and len(heads) > lines:
+            for _ in range(len(heads) - lines):
+                cut = buf.rfind(b"\n", 0, cut - 1) + 1
+            del heads[lines:]
+        n = len(heads)
+        seqs, types, ops = zip(*heads, strict=True)
+        if b",".join(seqs) != _expected_seqs(base, n):
+            raise _Refused  # a line in another shape, or seqs that are not dense
+        for kind, op in set(zip(types, ops, strict=True)):
+            if (kind in _SURFACE) != bool(op):
+                raise _Refused  # a message without its surfaceOp up front, or the reverse
+        self.msg_seqs += [i for i, op in enumerate(ops, base) if op]
+        wanted: set[int] = set()
+        if _REPLACE in ops:
+            replaced = [i for i, op in enumerate(ops, base) if op == _REPLACE]
+            self.replaced.update(replaced)
+            wanted.update(replaced)
+        if not _DECODED_TYPES.isdisjoint(types):
+            wanted.update(i for i, t in enumerate(types, base) if t in _DECODED_TYPES)
+        for kind in reversed(types):
+            if kind in _MARKERS:
+                self.last_marker = kind
+                break
+        self.last_type = types[-1]
+
+        bounds: dict[int, int] = {}
+        """Seq -> where its line starts in ``buf``, for the lines looked at."""
+
+        def line(i: int) -> bytes:
+            start = bounds[i]
+            return bytes(buf[start : buf.find(b"\n", start)])
+
+        if self.plan is None or wanted:  # lines wanted for their header: find them
+            bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
+        found: set[int] = set()
+        escaped: set[int] = set()
+        special: set[int] = set()  # lines holding a character the plan folds, or the like
+        structural = len(_STRUCTURAL)
+        for k, i, start in _needle_lines(buf.lower(), cut, needles):
+            bounds[i] = start
+            if k < structural:
+                wanted.add(i)
+                continue
+            found.add(i)
+            if k == structural:
+                escaped.add(i)
+                if _spells_ascii(line(i)):  # it may spell a key
+                    wanted.add(i)
+            elif k == structural + 2:
+                special.add(i)
+        for i in sorted(wanted):
+            if types[i - base] in _WANTED_TYPES:
+                self.decoded[i] = self._event(i, line)
+        p = self.plan
+        if p is None:  # every message line is a candidate
+            candidates = [i for i, op in enumerate(ops, base) if op]
+        else:
+            candidates = [
+                i
+                for i in sorted(found)
+                if types[i - base] in _SURFACE
+                and line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+            ]
+        for i in candidates:
+            event = self._event(i, line)
+            if self.phrase in normalize(event_body(event, decoded=True)):
+                self._keep(i, event, line(i), self._offset + bounds[i] - 1)
+        self.length += n
+        self._offset += cut - 1
+        return n
+
+    def _event(self, seq: int, line: Callable[[int], bytes]) -> Event:
         if self.replayed is not None:
             return self.replayed[seq]
         event = self.decoded.get(seq)
-        return event if event is not None else _decode(self.line(seq))
+        return event if event is not None else _decode(line(seq))
 
-    def lines_with(self, needles: Sequence[bytes | re.Pattern[bytes]]) -> Iterator[tuple[int, int]]:
-        """``(needle index, seq)`` of each line holding a needle (ASCII case-insensitive; a
-        pattern is searched for in the lower-cased bytes)."""
-        data, starts = self.data, self.starts
-        at = 0
-        while at < len(data):
-            end = data.find(b"\n", min(at + CHUNK_BYTES, len(data) - 1)) + 1
-            low = data[at:end].lower()
-            for k, needle in enumerate(needles):
-                if isinstance(needle, re.Pattern):
-                    # The pattern finds non-ASCII characters: look in those bytes alone first.
-                    if needle.search(low.translate(None, _ASCII)) is None:
-                        continue
-                    m = needle.search(low)
-                    while m is not None:
-                        seq = bisect_right(starts, at + m.start()) - 1
-                        yield k, seq
-                        m = needle.search(low, starts[seq + 1] - at)
-                    continue
-                p = low.find(needle)
-                while p != -1:
-                    seq = bisect_right(starts, at + p) - 1
-                    yield k, seq
-                    p = low.find(needle, starts[seq + 1] - at)
-            at = end
+    def _keep(self, seq: int, event: Event, raw: bytes, at: int) -> None:
+        """Records a match: ``raw`` is its line, ``at`` the line's offset in the file."""
+        self.matched.append(seq)
+        if self.replayed is not None or seq in self.decoded:
+            return
+        if self._kept_bytes + len(raw) <= KEPT_BYTES:
+            self.kept[seq] = event
+            self._kept_bytes += len(raw)
+        else:
+            self.places[seq] = (at, len(raw), zlib.crc32(raw))
 
-    def _fold(self, ops: list[bytes], needles: Sequence[bytes | re.Pattern[bytes]]) -> None:
-        types = self.types
-        msg_seqs = self.msg_seqs
-        wanted: set[int] = set()
-        for seq, (kind, op) in enumerate(zip(types, ops, strict=True)):
-            if kind in _SURFACE:
-                if op not in (_APPEND, _REPLACE):
-                    raise _Refused  # a message without its surfaceOp up front
-                msg_seqs.append(seq)
-                if op == _REPLACE:
-                    wanted.add(seq)
-            elif op in (_APPEND, _REPLACE):
-                raise _Refused
-            elif kind in _DECODED_TYPES:
-                wanted.add(seq)
-        escaped: set[int] = set()
-        found = self.found
-        structural = len(_STRUCTURAL)
-        for k, seq in self.lines_with((*_STRUCTURAL, b"\\u", *needles)):
-            if k < structural:
-                wanted.add(seq)
-            elif k == structural:
-                escaped.add(seq)
-                found.add(seq)
-            else:
-                found.add(seq)
-        for seq in escaped:  # an escaped ASCII letter may spell a key
-            if any(0x20 <= int(h, 16) < 0x7F for h in ESCAPE.findall(self.line(seq))):
-                wanted.add(seq)
-        surface_kinds = _SURFACE | _DECODED_TYPES
-        self.decoded = {s: self.event(s) for s in sorted(wanted) if types[s] in surface_kinds}
-        self._markers()
-        self._surface(ops)
-        self._owners()
-        settings = [e for e in self.decoded.values() if e.type == CONFIG_CHANGE]
+    def matched_event(self, seq: int) -> Event:
+        """The event of a matched seq: kept, decoded, replayed, or read again from the file."""
         if self.replayed is not None:
-            return  # the caller's settings apply
-        if settings:
-            try:
-                self.config = logged_settings(settings)[1]
-            except ConfigError:
-                raise _Refused from None
+            return self.replayed[seq]
+        event = self.kept.get(seq) or self.decoded.get(seq)
+        if event is not None:
+            return event
+        at, length, crc = self.places[seq]
+        raw = self.fetch(at, length) if self.fetch is not None else b""
+        if zlib.crc32(raw) != crc or len(raw) != length:
+            raise _Refused  # the file changed under the search
+        return _decode(raw)
+
+    # ------------------------------------------------------------------ the whole log
 
     def _markers(self) -> None:
         """Refuses a log whose last turn/step marker opens a step (or that has none)."""
-        for kind in reversed(self.types):
-            if kind in _MARKERS:
-                if kind == b"step/start":
-                    raise _Refused
-                return
-        raise _Refused
+        if self.last_marker in (b"", b"step/start"):
+            raise _Refused
 
-    def _surface(self, ops: list[bytes]) -> None:
+    def _surface(self) -> None:
         surface: list[int] = []
         for seq in self.msg_seqs:
-            if ops[seq] == _APPEND:
+            if seq not in self.replaced:
                 surface.append(seq)
                 continue
             op = self.decoded[seq].surface_op
@@ -267,36 +417,22 @@ class ColdLog:
     def _owners(self) -> None:
         index = CheckpointIndex()
         nodes = [s for s, e in self.decoded.items() if e.type == "user/message"]
-        index.update(_Sparse(self.decoded, len(self.types)), only=sorted(nodes), previews=False)
+        index.update(_Sparse(self.decoded, self.length), only=sorted(nodes), previews=False)
         self.checkpoints = index.items
         for c in self.checkpoints:
             for seq in c.shadowed_seqs:
                 self.owner.setdefault(seq, c.id)
-        for seq in self.msg_seqs:
-            event = self.decoded.get(seq)
-            info = pruned_info(event) if event is not None else None
+        for event in self.decoded.values():
+            info = pruned_info(event)
             if info is not None:  # a pruned original is owned by its archive key
                 self.owner[int(info["seq"])] = archive_key(int(info["seq"]))
                 self.pruned[archive_key(int(info["seq"]))] = int(info["seq"])
 
     # ------------------------------------------------------------------ search
 
-    def candidates(self, p: Plan | None) -> list[int]:
-        """Message seqs whose line may hold the phrase of ``p`` (all of them without a plan),
-        given a :meth:`scan` for :func:`needles` ``(p)``."""
-        if p is None:
-            return self.msg_seqs
-        types = self.types
-        return [
-            s
-            for s in sorted(self.found)
-            if types[s] in _SURFACE and line_may_match(self.line(s), p)
-        ]
-
-    def search(
-        self, phrase: str, p: Plan | None, query: str, checkpoint: str | None, limit: int | None
-    ) -> RecallResult:
-        """``Recall.search`` of ``query`` (normalised: ``phrase``, planned: ``p``)."""
+    def search(self, query: str, checkpoint: str | None, limit: int | None) -> RecallResult:
+        """``Recall.search`` of ``query`` (normalised: the scanned phrase)."""
+        phrase = self.phrase
         max_hits = self.config.search_max_hits
         if limit is not None and not _in_range(limit, max_hits):
             raise _Refused  # history_search says what is wrong
@@ -311,18 +447,11 @@ class ColdLog:
                 if not found:
                     raise _Refused
                 scope_seqs, scope = found[-1].shadowed_seqs, found[-1].id
-        lines = self.candidates(p)
+        matched = self.matched
         if scope_seqs is not None:
             inside = set(scope_seqs)
-            lines = [s for s in lines if s in inside]
-        matched: list[int] = []
-        events: dict[int, Event] = {}
-        for seq in lines:
-            event = self.event(seq)
-            if phrase in normalize(event_body(event, decoded=True)):
-                matched.append(seq)
-                events[seq] = event
-        summaries = [s for s in matched if is_checkpoint(events[s])]
+            matched = [s for s in matched if s in inside]
+        summaries = [s for s in matched if s in self.decoded and is_checkpoint(self.decoded[s])]
         if summaries:
             taken = set(summaries)
             matched = [s for s in matched if s not in taken] + summaries
@@ -330,7 +459,7 @@ class ColdLog:
         width = min(SNIPPET_CHARS, max(60, read_chars // 10))
 
         def hit_of(seq: int) -> Hit:
-            event = events[seq]
+            event = self.matched_event(seq)
             before, match, after = snippet(
                 event_body(event, decoded=True), phrase, width, lines=True
             )
@@ -363,22 +492,66 @@ class ColdLog:
         return self.owner.get(seq, "(no checkpoint)")
 
 
-def _line_starts(data: bytes) -> list[int]:
-    """Byte offset of each line of ``data`` (which ends with a newline), then ``len(data)``."""
-    starts: list[int] = []
-    at = 0
-    while at < len(data):
-        end = data.find(b"\n", min(at + CHUNK_BYTES, len(data) - 1)) + 1
-        lengths = [len(line) + 1 for line in data[at : end - 1].split(b"\n")]
-        starts.extend(accumulate(lengths, initial=at))
-        starts.pop()  # ``end``: the next piece starts there
-        at = end
-    starts.append(len(data))
-    return starts
+def _needle_lines(
+    low: bytearray, cut: int, needles: Sequence[Needle]
+) -> Iterator[tuple[int, int, int]]:
+    """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
+    buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
+    for k, needle in enumerate(needles):
+        if isinstance(needle, re.Pattern):
+            # A pattern finding non-ASCII characters: look in those bytes alone first.
+            if needle is not _ESCAPED and not needle.search(low.translate(None, _ASCII)):
+                continue
+            m = needle.search(low, 1, cut)
+            while m is not None:
+                start = low.rfind(b"\n", 0, m.start()) + 1
+                yield k, _seq_at(low, start), start
+                m = needle.search(low, low.find(b"\n", m.start()) + 1, cut)
+            continue
+        at = low.find(needle, 1, cut)
+        while at != -1:
+            start = low.rfind(b"\n", 0, at) + 1
+            yield k, _seq_at(low, start), start
+            at = low.find(needle, low.find(b"\n", at) + 1, cut)
+
+
+def _seq_at(buf: bytearray, start: int) -> int:
+    """The seq of the line starting at ``start`` (its header was checked)."""
+    return int(buf[start + 7 : buf.find(b",", start + 7)])
 
 
 def _in_range(limit: object, high: int) -> bool:
     return isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= high
+
+
+def needles_of(p: Plan | None) -> list[Needle]:
+    """What the scan looks for so that the candidates of ``p`` are found: the primary
+    needle, and whatever lets a line hold the phrase without it (the special pattern
+    second: the lines it finds are tested with it, the others without)."""
+    if p is None:
+        return []
+    found: list[Needle] = [p.primary, p.special_pattern]
+    if p.primary_has_digit:
+        found += [TOOL_CALL, IMAGE]
+    return found
+
+
+def _scan_search(
+    f: _Readable,
+    query: str,
+    checkpoint: str | None,
+    limit: int | None,
+    fetch: Callable[[int, int], bytes] | None,
+) -> RecallResult | None:
+    phrase = normalize(query) if isinstance(query, str) else ""
+    if not phrase:
+        return None  # history_search says what is wrong
+    try:
+        log = ColdLog.scan(f, phrase, plan(phrase))
+        log.fetch = fetch
+        return log.search(query, checkpoint, limit)
+    except _Refused:
+        return None
 
 
 def search_bytes(
@@ -386,27 +559,29 @@ def search_bytes(
 ) -> RecallResult | None:
     """``history_search`` over the log ``data`` (a session file's bytes) without a replay;
     None when only a replay gives the answer (the caller then replays)."""
-    phrase = normalize(query) if isinstance(query, str) else ""
-    if not phrase:
-        return None  # history_search says what is wrong
-    p = plan(phrase)
+
+    def fetch(at: int, length: int) -> bytes:
+        return data[at : at + length]
+
+    return _scan_search(io.BytesIO(data), query, checkpoint, limit, fetch)
+
+
+def cold_search(
+    path: Path, query: str, checkpoint: str | None = None, limit: int | None = None
+) -> RecallResult | None:
+    """:func:`search_bytes` over the file at ``path``, read a piece at a time; None when
+    it cannot be read or only a replay gives the answer."""
+
+    def fetch(at: int, length: int) -> bytes:
+        with open(path, "rb") as again:
+            again.seek(at)
+            return again.read(length)
+
     try:
-        return ColdLog.scan(data, needles(p)).search(phrase, p, query, checkpoint, limit)
-    except _Refused:
+        with open(path, "rb", buffering=0) as f:
+            return _scan_search(f, query, checkpoint, limit, fetch)
+    except OSError:
         return None
-
-
-def needles(p: Plan | None) -> list[bytes | re.Pattern[bytes]]:
-    """What :meth:`ColdLog.scan` looks for so that :meth:`ColdLog.candidates` can use ``p``:
-    the primary needle, and whatever lets a line hold the phrase without it."""
-    if p is None:
-        return []
-    found: list[bytes | re.Pattern[bytes]] = [p.primary]
-    if p.folding_pattern is not None:
-        found.append(p.folding_pattern)
-    if p.primary_has_digit:
-        found += [TOOL_CALL, IMAGE]
-    return found
 
 
 def search_replayed(
@@ -419,51 +594,17 @@ def search_replayed(
 ) -> RecallResult | None:
     """``Recall.search`` of a replayed log (``events``, read from ``path``) without building
     the search index: the file's first ``len(events)`` lines are scanned as
-    :func:`search_bytes` does, and the candidates' events taken from ``events``. None when
+    :func:`cold_search` does, and the candidates' events taken from ``events``. None when
     only the index gives the answer (the file no longer starts with those events, …)."""
     phrase = normalize(query) if isinstance(query, str) else ""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
     if not phrase or not events:
         return None
-    p = plan(phrase)
     try:
-        end = _nth_line_end(data, len(events))
-        log = ColdLog.scan(data[:end], needles(p), replayed=events)
-        if log.types[-1].decode() != events[-1].type:
+        with open(path, "rb", buffering=0) as f:
+            log = ColdLog.scan(f, phrase, plan(phrase), replayed=events, lines=len(events))
+        if log.last_type.decode() != events[-1].type:
             return None  # not the file the events came from
         log.config = config
-        return log.search(phrase, p, query, checkpoint, limit)
-    except _Refused:
+        return log.search(query, checkpoint, limit)
+    except (OSError, _Refused):
         return None
-
-
-def _nth_line_end(data: bytes, n: int) -> int:
-    """Offset just past the ``n``-th newline of ``data``; raises :class:`_Refused` when there
-    are fewer lines."""
-    at = 0
-    while at < len(data):
-        end = data.find(b"\n", min(at + CHUNK_BYTES, len(data) - 1)) + 1
-        if end == 0:
-            break
-        count = data.count(b"\n", at, end)
-        if count >= n:
-            for _ in range(n):
-                at = data.index(b"\n", at) + 1
-            return at
-        n -= count
-        at = end
-    raise _Refused
-
-
-def cold_search(
-    path: Path, query: str, checkpoint: str | None = None, limit: int | None = None
-) -> RecallResult | None:
-    """:func:`search_bytes` over the file at ``path``; None when it cannot be read."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    return search_bytes(data, query, checkpoint, limit)

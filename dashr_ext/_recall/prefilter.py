@@ -31,7 +31,9 @@ message line is decoded.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import AnyStr
 
 from .asciifold import ascii_folding
 
@@ -46,6 +48,11 @@ TOOL_CALL = b'"tool-call"'
 IMAGE = b'"image"'
 """Every line whose message shows an image holds this (the block's type)."""
 ESCAPE = re.compile(rb"\\u([0-9a-fA-F]{4})")
+
+LOWER_TO_ASCII = ("\u0130", "\u212a")
+"""The characters beyond ASCII whose :meth:`str.lower` holds an ASCII character (``İ`` reads
+``i̇``, the Kelvin sign ``k``); tests check that there are no others."""
+_LOWER_TO_ASCII_UTF8 = tuple(c.encode() for c in LOWER_TO_ASCII)
 
 _RUN = re.compile(r"[a-z0-9]+")
 _ASCII = bytes(range(128))
@@ -71,14 +78,29 @@ class Plan:
 
     folding_pattern: re.Pattern[bytes] | None
     """Finds the UTF-8 of any character of :attr:`folding`; None when there is none."""
+    special_pattern: re.Pattern[bytes]
+    """Finds the UTF-8 of any character of :attr:`folding` or :data:`LOWER_TO_ASCII`: a line
+    without one is tested on its lower-cased bytes."""
 
-    def project(self, line: bytes) -> str:
+    def project(self, line: bytes, special: bool = True) -> str | bytes:
         """The UTF-8 ``line`` lower-cased, each :attr:`folding` character replaced by its
-        form (raises :class:`UnicodeDecodeError`)."""
+        form (raises :class:`UnicodeDecodeError`). As bytes (lower-cased ASCII) when that
+        holds the same ASCII runs: when no :attr:`folding` character and no character of
+        :data:`LOWER_TO_ASCII` is in the line, every other character lower-cases to
+        characters outside ASCII, which end a run as the bytes of the character do.
+        ``special=False`` says the line holds none of them (:attr:`special_pattern`)."""
+        if line.isascii():
+            return line.lower()
         text = line.decode()
-        if text.isascii() or self.folding_pattern is None:
-            return text.lower()
-        for char in set(self.folding_pattern.findall(line.translate(None, _ASCII))):
+        if not special:
+            return line.lower()
+        rest = line.translate(None, _ASCII)  # the UTF-8 of the non-ASCII characters
+        found = self.folding_pattern.findall(rest) if self.folding_pattern is not None else []
+        if not found:
+            if any(c in rest for c in _LOWER_TO_ASCII_UTF8):
+                return text.lower()
+            return line.lower()
+        for char in set(found):
             text = text.replace(char.decode(), self.folding[ord(char.decode())])
         return text.lower()
 
@@ -119,6 +141,7 @@ def plan(phrase: str) -> Plan | None:
         if any(_overlaps(form, r) for r in runs)
     }
     risky = frozenset(range(0x20, 0x7F)) | frozenset(folding)
+    special = sorted({*(chr(c).encode() for c in folding), *_LOWER_TO_ASCII_UTF8})
     return Plan(
         needles=tuple(letters),
         digit_needles=tuple(digits),
@@ -129,6 +152,7 @@ def plan(phrase: str) -> Plan | None:
         folding_pattern=(
             re.compile(_trie_pattern(sorted(chr(c).encode() for c in folding))) if folding else None
         ),
+        special_pattern=re.compile(_trie_pattern(special)),
     )
 
 
@@ -142,16 +166,30 @@ def _escapes_risky(line: bytes, plan: Plan) -> bool:
     return False
 
 
-def line_may_match(line: bytes, plan: Plan) -> bool:
-    """Whether the raw JSON ``line`` may hold the phrase (False only when it cannot)."""
-    if _escapes_risky(line, plan):
+def line_may_match(line: bytes, plan: Plan, *, escapes: bool = True, special: bool = True) -> bool:
+    """Whether the raw JSON ``line`` may hold the phrase (False only when it cannot).
+
+    ``escapes=False`` says the line holds no ``\\u`` (in any case), ``special=False`` no
+    character :attr:`Plan.special_pattern` finds: the caller looked already.
+    """
+    if escapes and _escapes_risky(line, plan):
         return True
     try:
-        low = plan.project(line)
+        low = plan.project(line, special)
     except UnicodeDecodeError:
         return True  # decoding it says what is wrong
-    if not all(n in low for n in plan.needles):
+    if isinstance(low, bytes):
+        return _holds(low, [n.encode() for n in plan.needles], line, plan)
+    return _holds(low, plan.needles, line, plan)
+
+
+def _holds(low: AnyStr, needles: Sequence[AnyStr], line: bytes, plan: Plan) -> bool:
+    """Whether the projected ``low`` holds what a line that can match holds."""
+    if not all(n in low for n in needles):
         return False
     if plan.digit_needles and TOOL_CALL not in line and IMAGE not in line:
-        return all(n in low for n in plan.digit_needles)
+        digits = plan.digit_needles
+        if isinstance(low, bytes):
+            return all(n.encode() in low for n in digits)
+        return all(n in low for n in digits)
     return True
