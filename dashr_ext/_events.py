@@ -278,6 +278,11 @@ def _rebuildable(raw: JSON, message: Message) -> tuple[str, ...] | None:
     for b, block in zip(raw["content"], message.content, strict=True):
         if len(b) != keys.get(type(block), -1):
             return None
+    return key_order(raw)
+
+
+def key_order(raw: JSON) -> tuple[str, ...]:
+    """The keys of ``raw`` in order, one shared tuple per order."""
     order = tuple(raw)
     return _ORDERS.setdefault(order, order) if len(_ORDERS) < 64 else order
 
@@ -324,37 +329,24 @@ class Event:
         seq: int,
         type: str,
         time: int,
-        data: JSON,
+        data: JSON | None,
         surface_op: SurfaceOp | None = None,
         source_event_seqs: tuple[int, ...] | None = None,
         extra: Mapping[str, Any] = _NO_EXTRA,
+        _message: Message | None = None,
+        _order: tuple[str, ...] | None = None,
     ) -> None:
+        # ``data`` None with ``_message`` and ``_order``: a parsed message event whose data is
+        # rebuilt from its message (see :func:`_rebuildable`).
         self.seq = seq
         self.type = type
         self.time = time
         self._data: JSON | None = data
         self.surface_op = surface_op
         self.source_event_seqs = source_event_seqs
-        self.extra = extra
-        """Keys beyond the vocabulary, preserved for the round-trip (read-only)."""
-        self._message: Message | None = None
-        self._order: tuple[str, ...] | None = None
-
-    @classmethod
-    def parsed(
-        cls,
-        seq: int,
-        kind: str,
-        time: int,
-        data: JSON | None,
-        message: Message,
-        order: tuple[str, ...] | None,
-    ) -> Event:
-        """An appended message event already parsed: ``data`` None keeps only ``message``,
-        whose JSON gives back the line's in key ``order`` (see :func:`_rebuildable`)."""
-        event = cls(seq, kind, time, {}, "append")
-        event._data, event._message, event._order = data, message, order
-        return event
+        self.extra = extra  # keys beyond the vocabulary, kept for the round-trip (read-only)
+        self._message = _message
+        self._order = _order
 
     @property
     def data(self) -> JSON:

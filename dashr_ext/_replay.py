@@ -24,7 +24,7 @@ from ._events import (
     Message,
     TextBlock,
     ToolCallBlock,
-    _rebuildable,
+    key_order,
 )
 from ._store import Store, gc_paused
 from .errors import CorruptLogError, EventError, SurfaceError
@@ -99,19 +99,22 @@ def _common_event(obj: object) -> Event | None:
         return Event(seq, kind, time, data, None, None, _NO_EXTRA)
     if size != 5 or kind not in SURFACE_TYPES or obj.get("surfaceOp") != "append":
         return None
-    raw = data.get("message")
-    message = _common_message(raw)
-    if message is None or message.role != ROLE_BY_TYPE[kind]:
+    parsed = _common_message(data.get("message"))
+    if parsed is None or parsed[0].role != ROLE_BY_TYPE[kind]:
         return None
-    order = _rebuildable(raw, message) if len(data) == 1 and isinstance(raw, dict) else None
-    return Event.parsed(seq, kind, time, None if order is not None else data, message, order)
+    message, order = parsed
+    if order is not None and len(data) == 1:  # the message gives back the data: keep it alone
+        return Event(seq, kind, time, None, "append", None, _NO_EXTRA, message, order)
+    return Event(seq, kind, time, data, "append", None, _NO_EXTRA, message)
 
 
-def _common_message(obj: object) -> Message | None:
+def _common_message(obj: object) -> tuple[Message, tuple[str, ...] | None] | None:
     """``Message.from_json(obj)`` of a message of text and tool-call blocks with no extra
-    keys, else None."""
+    keys, with the key order in which its ``to_json`` gives back ``obj`` (None when a key
+    would be dropped); else None."""
     if type(obj) is not dict or not obj.keys() <= _MESSAGE_KEY_SET:
         return None
+    exact = True
     try:
         msg_id, role, source, raw = obj["id"], obj["role"], obj["source"], obj["content"]
         if not (
@@ -132,18 +135,22 @@ def _common_message(obj: object) -> Message | None:
                 if type(text) is not str:
                     return None
                 blocks.append(TextBlock(text))
+                exact = exact and len(b) == 2
             elif kind == "tool-call":
                 call_id, name, arguments = b["id"], b["name"], b["arguments"]
                 if not (type(call_id) is str and type(name) is str and type(arguments) is str):
                     return None
                 blocks.append(ToolCallBlock(call_id, name, arguments))
+                exact = exact and len(b) == 4
             else:
                 return None
         if role != "tool":
-            return Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
+            message = Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
+            return message, key_order(obj) if exact and len(obj) == 4 else None
         call_id, name, is_error = obj["toolCallId"], obj["toolName"], obj["isError"]
     except KeyError:
         return None
     if not (type(call_id) is str and type(name) is str and type(is_error) is bool):
         return None
-    return Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
+    message = Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
+    return message, key_order(obj) if exact and len(obj) == 7 else None

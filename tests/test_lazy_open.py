@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -413,13 +414,19 @@ def test_the_search_index_keeps_full_chunks_compressed(monkeypatch: pytest.Monke
         search_mod.normalize(" ".join(rng.choices(words, k=rng.randint(5, 400))))
         for _ in range(2000)
     ]
-    index = search_mod.SearchIndex()
-    for text in texts:
-        index.add(text)
+    tracemalloc.start()
+    try:
+        index = search_mod.SearchIndex()
+        for text in texts:
+            index.add(text)
+        traced, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     sealed = index.sealed
     held = sum(len(c.data) for c in sealed)
     logged = sum(len(search_mod._decompress(c.data)) for c in sealed)
     assert len(sealed) > 20 and held * 3 < logged  # not a second copy of the text
+    assert traced < logged / 2  # nor its worst-case compressed size
     tails = sum(len(part.tail) for part in index._parts)
     assert sum(len(c) for c in sealed) + tails == len(texts)
 

@@ -42,7 +42,9 @@ three times slower to scan; LZ4: faster but half again larger)."""
 def _compress(data: bytes) -> bytes:
     import zstandard  # imported when a first chunk is sealed, not by every search command
 
-    return zstandard.compress(data, _LEVEL)
+    # Copied: the bytes zstandard returns keep the allocation of the worst-case output size
+    # (about the input's), five times what a sealed chunk needs.
+    return bytes(memoryview(zstandard.compress(data, _LEVEL)))
 
 
 def _decompress(data: bytes) -> bytes:
