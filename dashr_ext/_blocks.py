@@ -5,7 +5,6 @@ Part of the event model of :mod:`dashr_ext._events`, which re-exports every name
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -22,7 +21,6 @@ __all__ = [
     "block_to_json",
     "need",
     "render_image",
-    "short_name",
     "text_blocks",
     "texts",
 ]
@@ -44,11 +42,6 @@ class ReasoningBlock:
     type: Literal["reasoning"] = "reasoning"
 
 
-def short_name(name: str) -> str:
-    """``name`` interned when short (a tool's name repeats in every call and result)."""
-    return sys.intern(name) if len(name) <= 64 else name
-
-
 @dataclass(frozen=True, slots=True)
 class ToolCallBlock:
     id: str
@@ -56,9 +49,6 @@ class ToolCallBlock:
     arguments: str
     """The call's arguments as a JSON string, exactly as the model produced them."""
     type: Literal["tool-call"] = "tool-call"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", short_name(self.name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from ._blocks import (
     block_from_json,
     block_to_json,
     render_image,
-    short_name,
     text_blocks,
     texts,
 )
@@ -164,26 +163,8 @@ def now_ms() -> int:
 
 # --------------------------------------------------------------------------- messages
 
-_ROLES = {role: role for role in ("user", "assistant", "tool", "system")}
-_SOURCES: dict[tuple[tuple[str, str | None], ...], Mapping[str, Any]] = {}
-"""One shared ``source`` object per distinct small source (``{"kind": "user"}``, …)."""
-
-
-def shared_source(source: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The one kept object equal to ``source`` (same keys in the same order, string or null
-    values), or ``source`` itself. Sources are read-only, so messages may share one."""
-    if type(source) is not dict or len(source) > 3:
-        return source
-    for value in source.values():
-        if value is not None and type(value) is not str:
-            return source  # 1 == True == 1.0: only strings and null are told apart by ==
-    key = tuple(source.items())
-    shared = _SOURCES.get(key)
-    if shared is None:
-        if len(_SOURCES) >= 1024:
-            return source
-        shared = _SOURCES.setdefault(key, source)
-    return shared
+ROLES = {role: role for role in ("user", "assistant", "tool", "system")}
+"""One string per role: parsed messages keep it rather than one copy each."""
 
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -212,11 +193,6 @@ class Message:
         # Computed once: replay and every pairing check ask for a message's calls.
         calls = tuple([b for b in self.content if isinstance(b, ToolCallBlock)])
         object.__setattr__(self, "_tool_calls", calls)
-        # Most messages repeat a role, a source and a tool name: keep one object of each.
-        object.__setattr__(self, "role", _ROLES.get(self.role, self.role))
-        object.__setattr__(self, "source", shared_source(self.source))
-        if self.tool_name is not None:
-            object.__setattr__(self, "tool_name", short_name(self.tool_name))
 
     @property
     def source_kind(self) -> str:
@@ -263,6 +239,7 @@ class Message:
                 for i, b in enumerate(raw_content)
             ]
         )
+        role = ROLES.get(role, role)
         tool_call_id = tool_name = is_error = None
         if role == "tool":
             tool_call_id = _need(obj, "toolCallId", str, where)

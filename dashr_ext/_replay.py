@@ -18,6 +18,7 @@ from ._events import (
     _NO_EXTRA,
     MAX_TIME_MS,
     ROLE_BY_TYPE,
+    ROLES,
     SURFACE_TYPES,
     ContentBlock,
     Event,
@@ -125,6 +126,7 @@ def _common_message(obj: object) -> tuple[Message, tuple[str, ...] | None] | Non
             and type(source["kind"]) is str
         ):
             return None
+        role = ROLES.get(role, role)
         blocks: list[ContentBlock] = []
         for b in raw:
             if type(b) is not dict:

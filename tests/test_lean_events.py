@@ -178,7 +178,7 @@ def test_replay_never_holds_every_lines_objects_at_once(
     assert peak - kept < size // 4
 
 
-def test_messages_share_their_role_source_and_tool_name_objects(tmp_path: Path) -> None:
+def test_messages_share_their_role_strings(tmp_path: Path) -> None:
     messages: list[dict[str, Any]] = []
     for step in range(3):
         call = f"call_{step}"
@@ -195,19 +195,4 @@ def test_messages_share_their_role_source_and_tool_name_objects(tmp_path: Path) 
             by_role.setdefault(event.message.role, []).append(event.message)
     for role, group in by_role.items():
         assert len(group) == 3 and len({id(m.role) for m in group}) == 1, role
-        assert len({id(m.source) for m in group}) == 1, role  # one {"kind": …} per kind
-    assert len({id(m.tool_name) for m in by_role["tool"]}) == 1
-    names = [c.name for m in by_role["assistant"] for c in m.tool_calls]
-    assert len(names) == 3 and len({id(n) for n in names}) == 1
     assert _assert_lean_and_exact(log) == 9  # and every line is still given back exactly
-
-
-def test_sources_with_equal_but_different_values_are_not_shared() -> None:
-    from dashr_ext._events import shared_source
-
-    as_int, as_bool = {"kind": "x", "n": 1}, {"kind": "x", "n": True}
-    assert shared_source(as_int) is as_int and shared_source(as_bool) is as_bool
-    first, second = {"kind": "model", "model": "m"}, {"kind": "model", "model": "m"}
-    assert shared_source(first) is shared_source(second)
-    reordered = {"model": "m", "kind": "model"}
-    assert list(shared_source(reordered)) == ["model", "kind"]
