@@ -17,9 +17,8 @@ and so do the JSON arguments of its tool calls (see :mod:`dashr_ext._jsontext`).
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from ._blocks import (
@@ -167,7 +166,29 @@ ROLES = {role: role for role in ("user", "assistant", "tool", "system")}
 """One string per role: parsed messages keep it rather than one copy each."""
 
 
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+class _NoExtra(Mapping[str, Any]):
+    """An empty, read-only mapping that pickles (a ``mappingproxy`` does not) back to the one
+    shared instance."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+    def __reduce__(self) -> str:
+        return "_NO_EXTRA"
+
+
+_NO_EXTRA: Mapping[str, Any] = _NoExtra()
 """The ``extra`` of every parsed message and event without extra keys: one shared, read-only."""
 
 _MESSAGE_KEYS = ("id", "role", "source", "content", "toolCallId", "toolName", "isError")

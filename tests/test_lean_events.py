@@ -196,3 +196,26 @@ def test_messages_share_their_role_strings(tmp_path: Path) -> None:
     for role, group in by_role.items():
         assert len(group) == 3 and len({id(m.role) for m in group}) == 1, role
     assert _assert_lean_and_exact(log) == 9  # and every line is still given back exactly
+
+
+def test_loaded_events_pickle_copy_and_dill_back_to_equal_events(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    import dill
+
+    from dashr_ext._events import _NO_EXTRA
+
+    path = tmp_path / "s.jsonl"
+    lines = [_header(), _user(1, LEAN["this package's order"]), _user(2, KEPT["an image block"])]
+    path.write_text("".join(_line(obj) + "\n" for obj in lines), encoding="utf-8")
+    events = Session.open(path, read_only=True).events
+    assert events[1]._data is None and events[2]._data is not None
+    for event in events:
+        for again in (
+            pickle.loads(pickle.dumps(event)),
+            dill.loads(dill.dumps(event)),
+            copy.deepcopy(event),
+        ):
+            assert again == event and again.to_json() == event.to_json()
+            assert again.extra is _NO_EXTRA  # the shared read-only empty extra comes back

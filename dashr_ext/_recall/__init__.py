@@ -8,20 +8,13 @@ with one semantics whether they are called from Python, from a magic or by a mod
 Searching every session of a directory (:mod:`.index`, ``dashr search --all``) is the one
 exception: it keeps an SQLite FTS5 index next to the logs, derived from them alone and rebuilt
 from them when missing or damaged (docs/search-index.md).
-
-The names below are imported on first use, so that ``dashr search FILE`` (the cold scan of
-:mod:`.cold`) does not import the replay machinery it may not need.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .queries import Recall
-    from .result import RecallResult
-    from .tools import ACCEPTED_ARGUMENTS, TOOL_NAMES, tool_schemas
+from .queries import Recall
+from .result import RecallResult
+from .tools import ACCEPTED_ARGUMENTS, TOOL_NAMES, tool_schemas
 
 __all__ = [
     "ACCEPTED_ARGUMENTS",
@@ -30,24 +23,3 @@ __all__ = [
     "RecallResult",
     "tool_schemas",
 ]
-
-_LAZY = {
-    "ACCEPTED_ARGUMENTS": ".tools",
-    "TOOL_NAMES": ".tools",
-    "Recall": ".queries",
-    "RecallResult": ".result",
-    "tool_schemas": ".tools",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
