@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -100,7 +101,9 @@ def python_keyed_ops(code: str) -> list[tuple[int, int, FileOp]]:
     The position lets a notebook cell interleave them with its ``!`` shell lines.
     """
     try:
-        tree = ast.parse(code)
+        with warnings.catch_warnings():  # the agent's code: an invalid escape must not warn
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _python_regex_ops(code)
     out: list[tuple[int, int, FileOp]] = []

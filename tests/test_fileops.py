@@ -323,3 +323,14 @@ def test_patch_ops_follow_the_envelope_headers() -> None:
         FileOp("move", "moved.py", "old.py"),
         FileOp("delete", "gone.py"),
     ]
+
+
+def test_parsing_an_agents_python_never_warns() -> None:
+    import warnings
+
+    code = 'import re\nre.sub("\\!", "", open("notes.txt").read())\n'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ops = python_ops(code)
+    assert [str(w.message) for w in caught] == []
+    assert [op.path for op in ops] == ["notes.txt"]
