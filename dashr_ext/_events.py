@@ -364,6 +364,8 @@ class Event:
     ) -> None:
         # ``data`` None with ``_message`` and ``_order``: a parsed message event whose data is
         # rebuilt from its message (see :func:`_rebuildable`).
+        if data is None and _message is None:
+            raise EventError(f"event {seq} ({type}) data: expected a JSON object, got None")
         self.seq = seq
         self.type = type
         self.time = time

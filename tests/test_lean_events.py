@@ -219,3 +219,10 @@ def test_loaded_events_pickle_copy_and_dill_back_to_equal_events(tmp_path: Path)
         ):
             assert again == event and again.to_json() == event.to_json()
             assert again.extra is _NO_EXTRA  # the shared read-only empty extra comes back
+
+
+def test_an_event_built_without_data_is_refused() -> None:
+    from dashr_ext.errors import EventError
+
+    with pytest.raises(EventError, match=r"event 3 \(user/message\) data: expected a JSON object"):
+        Event(3, "user/message", 1, None, "append")
