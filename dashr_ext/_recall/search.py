@@ -21,9 +21,10 @@ import re
 import unicodedata
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import AnyStr
 
 __all__ = ["SNIPPET_CHARS", "SearchIndex", "normalize", "snippet"]
 
@@ -213,6 +214,31 @@ class SearchIndex:
         return self._parts[self._part[index]].text_of(self._local[index])
 
 
+def _starts(lengths: Iterable[int]) -> array[int]:
+    """Offset of each text in their ``"\n"``-joined string, from the texts' lengths."""
+    starts = array("q", [0])
+    starts.extend(accumulate(n + 1 for n in lengths))
+    starts.pop()  # the offset after the last text
+    return starts
+
+
+def _hits(joined: AnyStr, starts: Sequence[int], query: AnyStr, first: int) -> Iterator[int]:
+    """``first +`` the number of each text of ``joined`` holding ``query``, ascending, once."""
+    at = joined.find(query)
+    while at != -1:
+        j = bisect_right(starts, at) - 1
+        yield first + j
+        if j + 1 >= len(starts):
+            return
+        at = joined.find(query, starts[j + 1])
+
+
+def _slice(joined: AnyStr, starts: Sequence[int], j: int) -> AnyStr:
+    """The ``j``-th text of ``joined``."""
+    end = starts[j + 1] - 1 if j + 1 < len(starts) else len(joined)
+    return joined[starts[j] : end]
+
+
 @dataclass(frozen=True, slots=True)
 class Sealed:
     """A full chunk: its texts' UTF-8, ``"\n"``-joined and compressed."""
@@ -226,8 +252,7 @@ class Sealed:
     @classmethod
     def of(cls, texts: list[str], first: int) -> Sealed:
         encoded = [t.encode() for t in texts]
-        starts = array("q", [0])
-        starts.extend(accumulate(len(b) + 1 for b in encoded[:-1]))
+        starts = _starts(len(b) for b in encoded)
         return cls(_compress(b"\n".join(encoded)), starts, first)
 
     def __len__(self) -> int:
@@ -235,23 +260,13 @@ class Sealed:
 
     def find(self, query: bytes) -> Iterator[int]:
         """Part-local numbers of the texts holding ``query``, ascending, each once."""
-        data = _decompress(self.data)
-        starts = self.starts
-        at = data.find(query)
-        while at != -1:
-            j = bisect_right(starts, at) - 1
-            yield self.first + j
-            if j + 1 >= len(starts):
-                return
-            at = data.find(query, starts[j + 1])
+        return _hits(_decompress(self.data), self.starts, query, self.first)
 
     def text(self, number: int, data: bytes | None = None) -> bytes:
         """The UTF-8 of its text with part-local ``number`` (``data``: this chunk already
         decompressed)."""
         data = _decompress(self.data) if data is None else data
-        j = number - self.first
-        end = self.starts[j + 1] - 1 if j + 1 < len(self.starts) else len(data)
-        return data[self.starts[j] : end]
+        return _slice(data, self.starts, number - self.first)
 
 
 class _Chunks:
@@ -261,10 +276,9 @@ class _Chunks:
     def __init__(self) -> None:
         self.count = 0
         self.sealed: list[Sealed] = []
-        self.firsts: list[int] = []
         self.tail: list[str] = []
         self.tail_chars = 0
-        self._tail_joined: tuple[str, list[int]] | None = None
+        self._tail_joined: tuple[str, array[int]] | None = None
 
     def add(self, text: str) -> None:
         self.tail.append(text)
@@ -273,23 +287,19 @@ class _Chunks:
         self._tail_joined = None
         if self.tail_chars >= CHUNK_CHARS:
             self.sealed.append(Sealed.of(self.tail, self.count - len(self.tail)))
-            self.firsts.append(self.sealed[-1].first)
             self.tail = []
             self.tail_chars = 0
 
-    @property
-    def _first_in_tail(self) -> int:
-        return self.count - len(self.tail)
-
-    def _joined_tail(self) -> tuple[str, list[int]]:
+    def _joined_tail(self) -> tuple[str, array[int]]:
         if self._tail_joined is None:
-            starts: list[int] = []
-            at = 0
-            for text in self.tail:
-                starts.append(at)
-                at += len(text) + 1
-            self._tail_joined = "\n".join(self.tail), starts
+            self._tail_joined = "\n".join(self.tail), _starts(len(t) for t in self.tail)
         return self._tail_joined
+
+    def _sealed_of(self, number: int) -> Sealed | None:
+        """The sealed chunk holding the part-local ``number``, None for the tail."""
+        if number >= self.count - len(self.tail):  # sealed chunks hold every earlier text
+            return None
+        return self.sealed[bisect_right(self.sealed, number, key=lambda c: c.first) - 1]
 
     def find(self, query: str) -> list[int]:
         """Part-local numbers of the texts whose normalised text contains ``query``."""
@@ -299,14 +309,7 @@ class _Chunks:
             out.extend(chunk.find(encoded))
         if self.tail:
             text, starts = self._joined_tail()
-            first = self._first_in_tail
-            at = text.find(query)
-            while at != -1:
-                j = bisect_right(starts, at) - 1
-                out.append(first + j)
-                if j + 1 >= len(starts):
-                    break
-                at = text.find(query, starts[j + 1])
+            out.extend(_hits(text, starts, query, self.count - len(self.tail)))
         return out
 
     def find_in(self, query: str, local: list[int]) -> list[int]:
@@ -314,24 +317,23 @@ class _Chunks:
         out: list[int] = []
         by_chunk: dict[int, list[int]] = {}
         for j in local:
-            k = bisect_right(self.firsts, j) - 1
-            if k >= 0 and j < self.firsts[k] + len(self.sealed[k]):
-                by_chunk.setdefault(k, []).append(j)
+            chunk = self._sealed_of(j)
+            if chunk is not None:
+                by_chunk.setdefault(id(chunk), []).append(j)
             elif query in self.text_of(j):
                 out.append(j)
         encoded = query.encode()
-        for k, numbers in by_chunk.items():
-            chunk = self.sealed[k]
-            data = _decompress(chunk.data)
-            out.extend(j for j in numbers if encoded in chunk.text(j, data))
+        for chunk in self.sealed:
+            numbers = by_chunk.get(id(chunk))
+            if numbers:
+                data = _decompress(chunk.data)
+                out.extend(j for j in numbers if encoded in chunk.text(j, data))
         return out
 
     def text_of(self, index: int) -> str:
         """The normalised text of the part-local ``index``-th text."""
-        k = bisect_right(self.firsts, index) - 1
-        if k >= 0 and index < self.firsts[k] + len(self.sealed[k]):
-            return self.sealed[k].text(index).decode()
+        chunk = self._sealed_of(index)
+        if chunk is not None:
+            return chunk.text(index).decode()
         text, starts = self._joined_tail()
-        j = index - self._first_in_tail
-        end = starts[j + 1] - 1 if j + 1 < len(starts) else len(text)
-        return text[starts[j] : end]
+        return _slice(text, starts, index - (self.count - len(self.tail)))
