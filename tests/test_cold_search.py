@@ -416,6 +416,26 @@ def test_a_query_without_a_usable_needle_decodes_every_message_line(big_log: Pat
     assert cold.decodes >= messages
 
 
+def test_a_one_word_query_decodes_the_lines_holding_it_without_testing_them_again(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted: a line found holding the only needle holds all a line must; the line test
+    runs only for what the needle search cannot say (another needle, folding characters)."""
+    data = big_log.read_bytes()
+    tested: list[bytes] = []
+    real = cold.line_may_match
+    monkeypatch.setattr(
+        cold, "line_may_match", lambda line, *a, **k: tested.append(line) or real(line, *a, **k)
+    )
+    holding = sum(1 for x in data.splitlines() if b"backoff" in x.lower() and b'"surfaceOp"' in x)
+    cold.decodes = 0
+    result = cold.search_bytes(data, "BACKOFF")
+    assert result is not None and f"{holding} matched" in str(result)
+    assert tested == []
+    result = cold.search_bytes(data, "backoff café")
+    assert result is not None and len(tested) >= holding  # two needles: each line is tested
+
+
 # --------------------------------------------------------------------------- the CLI
 
 

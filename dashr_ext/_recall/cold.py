@@ -56,13 +56,14 @@ from .._config import RecallConfig, logged_settings
 from .._events import SURFACE_TYPES, Event, Replace
 from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
+from .._replay import parse_event
 from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
 from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
-from .search import SNIPPET_CHARS, normalize, snippet
+from .search import SNIPPET_CHARS, holds, normalize, snippet
 
 __all__ = ["ENABLED", "ColdLog", "cold_search", "search_bytes", "search_replayed"]
 
@@ -121,7 +122,7 @@ def _decode(line: bytes) -> Event:
         except (MsgspecError, RecursionError):
             obj = None
     try:
-        return Event.from_json(obj if type(obj) is dict else json.loads(line))
+        return parse_event(obj if type(obj) is dict else json.loads(line))
     except (ValueError, RecursionError, DashrError):
         raise _Refused from None
 
@@ -325,6 +326,7 @@ class ColdLog:
         if self.plan is None or wanted:  # lines wanted for their header: find them
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
+        holding: set[int] = set()  # lines holding the primary needle
         escaped: set[int] = set()
         special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
@@ -338,6 +340,8 @@ class ColdLog:
                 escaped.add(i)
                 if _spells_ascii(line(i)):  # it may spell a key
                     wanted.add(i)
+            elif k == structural + 1:
+                holding.add(i)
             elif k == structural + 2:
                 special.add(i)
         for i in sorted(wanted):
@@ -347,15 +351,19 @@ class ColdLog:
         if p is None:  # every message line is a candidate
             candidates = [i for i, op in enumerate(ops, base) if op]
         else:
+            alone = p.needles == (p.primary.decode(),) and not p.digit_needles
             candidates = [
                 i
                 for i in sorted(found)
                 if types[i - base] in _SURFACE
-                and line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                and (
+                    (alone and i in holding)  # it holds all the plan asks of a line
+                    or line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                )
             ]
         for i in candidates:
             event = self._event(i, line)
-            if self.phrase in normalize(event_body(event, decoded=True)):
+            if holds(event_body(event, decoded=True), self.phrase):
                 self._keep(i, event, line(i), self._offset + bounds[i] - 1)
         self.length += n
         self._offset += cut - 1

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import AnyStr
 
-__all__ = ["SNIPPET_CHARS", "SearchIndex", "normalize", "snippet"]
+__all__ = ["SNIPPET_CHARS", "SearchIndex", "holds", "normalize", "snippet"]
 
 SNIPPET_CHARS = 240
 """Longest snippet text of a search hit (the ``…`` marks excluded)."""
@@ -58,11 +58,86 @@ _WS = re.compile(r"\s+")
 
 
 def _fold(text: str) -> str:
-    """Unicode compatibility caseless form (NFKC of the full case folding), spaces kept."""
+    """Unicode compatibility caseless form (NFKC of the full case folding), spaces kept.
+
+    Character by character when every character of ``text`` folds alone (:func:`_alone`):
+    ASCII letters lower-cased in the UTF-8, each other character that changes replaced by
+    its form. Otherwise the whole text is normalised (:func:`_fold_whole`); both give the
+    same text.
+    """
     if text.isascii():
         return text.lower()
+    data = text.encode("utf-8", "surrogatepass").lower()  # ASCII letters only
+    changes: list[tuple[str, str]] = []
+    forms = _FORMS
+    for char in set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass")):
+        form = forms.get(char, "")
+        if form == "":
+            form = forms[char] = _alone(char)
+        if form is None:
+            return _fold_whole(text)
+        if form != char:
+            changes.append((char, form))
+    folded = data.decode("utf-8", "surrogatepass")
+    for char, form in changes:
+        folded = folded.replace(char, form)
+    return folded
+
+
+def _fold_whole(text: str) -> str:
     nfd = unicodedata.normalize("NFD", text).casefold()
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", nfd).casefold())
+
+
+_ASCII = bytes(range(128))
+_FORMS: dict[str, str | None] = {}
+"""Each character beyond ASCII met so far -> its form when it folds alone, else None."""
+
+
+def _starts_alone(text: str) -> bool:
+    """Whether ``text`` starts with a character nothing before it can combine with or move
+    past: a starter (combining class 0) that is no mark and no Hangul vowel or final jamo.
+    (Every character that canonical composition joins to a character before it is a mark
+    or one of those jamo.)"""
+    if not text:
+        return False
+    first = text[0]
+    point = ord(first)
+    return not (
+        unicodedata.combining(first)
+        or unicodedata.category(first)[0] == "M"
+        or 0x1160 <= point <= 0x11FF
+        or 0xD7B0 <= point <= 0xD7FF
+    )
+
+
+def _alone(char: str) -> str | None:
+    """The form of ``char`` when it is the same whatever stands around it, else None.
+
+    So it is when the character and each step of its folding (NFD, case fold, NFKD, case
+    fold) start with a character that :func:`_starts_alone`: then no step reorders or
+    composes across its edges, and a text of such characters and ASCII folds to their forms
+    joined. The form's own characters must be their own forms (so replacing one character
+    never changes another's form).
+    """
+    step = char
+    for fold in _STEPS:
+        step = fold(step)
+        if not _starts_alone(step):
+            return None
+    form = _fold_whole(char)
+    if any(not c.isascii() and _fold_whole(c) != c for c in form):
+        return None
+    return form
+
+
+_STEPS = (
+    str,
+    lambda text: unicodedata.normalize("NFD", text),
+    str.casefold,
+    lambda text: unicodedata.normalize("NFKD", text),
+    str.casefold,
+)
 
 
 def normalize(text: str) -> str:
@@ -72,6 +147,17 @@ def normalize(text: str) -> str:
     """
     out = " ".join(_fold(text).split())
     return text if out == text else out
+
+
+def holds(body: str, phrase: str) -> bool:
+    """``phrase in normalize(body)`` for a normalised ``phrase``, without collapsing the
+    whitespace of ``body`` when that cannot change the answer: a phrase without a space is
+    in the collapsed form exactly when it is in the folded one, and a phrase is in neither
+    when one of its words is missing."""
+    folded = _fold(body)
+    if " " not in phrase:
+        return phrase in folded
+    return all(w in folded for w in phrase.split(" ")) and phrase in " ".join(folded.split())
 
 
 def _narrow(text: str) -> bool:
