@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, overload
 
+import stringzilla as sz
+
 try:  # as the store decodes a log: faster than json, the same objects
     from msgspec import MsgspecError
     from msgspec.json import Decoder as _FastDecoder
@@ -84,8 +86,10 @@ _HEADS = re.compile(
 )
 """A line's header, from the newline before it: seq, type, and the surface op if any (all
 empty for a line in another shape, so that there is one match per line)."""
-_ESCAPED = re.compile(rb"\\u")
-"""A ``\\u`` escape (``re`` finds it faster than :meth:`bytes.find`)."""
+_ESCAPED = b"\\u"
+"""A ``\\u`` escape."""
+_LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
+"""ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
 
 _ASCII = bytes(range(128))
 _SURFACE = frozenset(t.encode() for t in SURFACE_TYPES)
@@ -184,6 +188,18 @@ def _pieces(f: _Readable) -> Iterator[tuple[bytearray, int]]:
         have = 1 + tail
 
 
+def _find_starts(buf: bytearray, cut: int, seqs: Sequence[int], into: dict[int, int]) -> None:
+    """Where the lines of ``seqs`` (ascending; their headers were checked) start in
+    ``buf[1:cut]``, into ``into``: each is found by its header."""
+    at = 0
+    for seq in seqs:
+        at = sz.find(buf, b'\n{"seq":%d,' % seq, at, cut)
+        if at < 0:
+            raise _Refused  # not the header the scan read
+        at += 1
+        into[seq] = at
+
+
 def _line_starts(buf: bytearray, cut: int) -> list[int]:
     """Where each line of ``buf[1:cut]`` starts, then ``cut``."""
     starts = [1]
@@ -246,6 +262,15 @@ class ColdLog:
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
     _kept_bytes: int = 0
     _offset: int = 0
+    _low: bytearray = field(default_factory=bytearray)
+
+    def _lowered(self, buf: bytearray, cut: int) -> bytearray:
+        """``buf[:cut]`` with its ASCII letters lower-cased, in a buffer reused piece after
+        piece (the search is ASCII case-insensitive)."""
+        if len(self._low) < cut:
+            self._low = bytearray(len(buf))
+        sz.translate(buf, _LOWER, start=0, end=cut, out=self._low)
+        return self._low
 
     @classmethod
     def scan(
@@ -323,14 +348,14 @@ class ColdLog:
             start = bounds[i]
             return bytes(buf[start : buf.find(b"\n", start)])
 
-        if self.plan is None or wanted:  # lines wanted for their header: find them
+        if self.plan is None:  # every message line is a candidate
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
         holding: set[int] = set()  # lines holding the primary needle
         escaped: set[int] = set()
         special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
-        for k, i, start in _needle_lines(buf.lower(), cut, needles):
+        for k, i, start in _needle_lines(self._lowered(buf, cut), cut, needles):
             bounds[i] = start
             if k < structural:
                 wanted.add(i)
@@ -344,9 +369,10 @@ class ColdLog:
                 holding.add(i)
             elif k == structural + 2:
                 special.add(i)
+        wanted = {i for i in wanted if types[i - base] in _WANTED_TYPES}
+        _find_starts(buf, cut, [i for i in sorted(wanted) if i not in bounds], bounds)
         for i in sorted(wanted):
-            if types[i - base] in _WANTED_TYPES:
-                self.decoded[i] = self._event(i, line)
+            self.decoded[i] = self._event(i, line)
         p = self.plan
         if p is None:  # every message line is a candidate
             candidates = [i for i, op in enumerate(ops, base) if op]
@@ -505,22 +531,22 @@ def _needle_lines(
 ) -> Iterator[tuple[int, int, int]]:
     """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
     buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
+    find, rfind = sz.find, sz.rfind
     for k, needle in enumerate(needles):
         if isinstance(needle, re.Pattern):
-            # A pattern finding non-ASCII characters: look in those bytes alone first.
-            if needle is not _ESCAPED and not needle.search(low.translate(None, _ASCII)):
-                continue
-            m = needle.search(low, 1, cut)
-            while m is not None:
-                start = low.rfind(b"\n", 0, m.start()) + 1
+            # A pattern finding non-ASCII characters: which of them are in the piece is
+            # seen in its bytes beyond ASCII (UTF-8 keeps a character's bytes whole there);
+            # each is then found as bytes.
+            found = needle.findall(low.translate(None, _ASCII))
+            strings = sorted(set(found)) if len(found) > 1 else found
+        else:
+            strings = [needle]
+        for string in strings:
+            at = find(low, string, 1, cut)
+            while at != -1:
+                start = rfind(low, b"\n", 0, at) + 1
                 yield k, _seq_at(low, start), start
-                m = needle.search(low, low.find(b"\n", m.start()) + 1, cut)
-            continue
-        at = low.find(needle, 1, cut)
-        while at != -1:
-            start = low.rfind(b"\n", 0, at) + 1
-            yield k, _seq_at(low, start), start
-            at = low.find(needle, low.find(b"\n", at) + 1, cut)
+                at = find(low, string, find(low, b"\n", at, cut) + 1, cut)
 
 
 def _seq_at(buf: bytearray, start: int) -> int:
