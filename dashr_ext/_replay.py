@@ -147,12 +147,15 @@ def _common_message(obj: object) -> tuple[Message, tuple[str, ...] | None] | Non
             else:
                 return None
         if role != "tool":
-            message = Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
+            blocks_ = tuple(blocks)
+            message = Message._checked(msg_id, role, source, blocks_, None, None, None, _NO_EXTRA)
             return message, key_order(obj) if exact and len(obj) == 4 else None
         call_id, name, is_error = obj["toolCallId"], obj["toolName"], obj["isError"]
     except KeyError:
         return None
     if not (type(call_id) is str and type(name) is str and type(is_error) is bool):
         return None
-    message = Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
+    message = Message._checked(
+        msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA
+    )
     return message, key_order(obj) if exact and len(obj) == 7 else None

@@ -346,7 +346,8 @@ class ColdLog:
 
         def line(i: int) -> bytes:
             start = bounds[i]
-            return bytes(buf[start : buf.find(b"\n", start)])
+            with memoryview(buf) as view:  # one copy, not a bytearray slice then bytes
+                return bytes(view[start : sz.find(buf, b"\n", start)])
 
         if self.plan is None:  # every message line is a candidate
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
@@ -388,9 +389,13 @@ class ColdLog:
                 )
             ]
         for i in candidates:
-            event = self._event(i, line)
+            if self.replayed is not None:
+                event, raw = self.replayed[i], b""
+            else:
+                raw = line(i)
+                event = self.decoded.get(i) or _decode(raw)
             if holds(event_body(event, decoded=True), self.phrase):
-                self._keep(i, event, line(i), self._offset + bounds[i] - 1)
+                self._keep(i, event, raw, self._offset + bounds[i] - 1)
         self.length += n
         self._offset += cut - 1
         return n
