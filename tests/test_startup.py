@@ -129,3 +129,33 @@ def test_help_imports_no_log_machinery() -> None:
     assert "{demo,inspect,outline,read,search,compact,import,agent}" in str(result["out"])
     modules = set(result["modules"])  # type: ignore[call-overload]
     assert [m for m in NOT_FOR_HELP if m in modules] == []
+
+
+READ_ONLY_NEVER = (
+    # the summarizer's pipeline loads with a first summary; a read-only open makes none
+    "dashr_ext._summarizers.extractive.gather",
+    "dashr_ext._summarizers.extractive.stub",
+    "concurrent.futures",  # summaries of several regions at once
+    "importlib.resources",  # templates of an installed package (it imports tempfile)
+    "tempfile",
+    "shutil",
+    "hashlib",  # image attachment ids and new session ids (OpenSSL)
+    "tiktoken",  # nothing is measured
+    "httpx",
+    "IPython",
+    "jupyter_client",
+)
+"""Modules ``dashr outline`` and ``dashr read`` (a read-only ``Dashr.open``) must not import."""
+
+
+@pytest.mark.parametrize("command", ["outline", "read"])
+def test_outline_and_read_import_no_summarizer_pipeline(compacted: Path, command: str) -> None:
+    with Dashr.open(compacted, read_only=True) as d:
+        first = d.checkpoints()[0].id
+        expected = str(d.history_outline() if command == "outline" else d.history_read(first))
+    result = run_cli(command, str(compacted), *([first] if command == "read" else []))
+    assert result["code"] == 0
+    assert result["out"] == expected + "\n"
+    modules = set(result["modules"])  # type: ignore[call-overload]
+    assert "dashr_ext._controller" in modules  # a replay answered
+    assert [m for m in READ_ONLY_NEVER if m in modules] == []
