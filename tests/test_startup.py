@@ -30,10 +30,10 @@ print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.mod
 """
 
 NEVER = (
-    # the replay: a cold search scans the file's bytes instead
+    # the replay (the cold search builds an event with its parse_event alone): a cold
+    # search scans the file's bytes instead
     "dashr_ext._session",
     "dashr_ext._store",
-    "dashr_ext._replay",
     "dashr_ext._surface",
     "dashr_ext._formats.openai",
     "dashr_ext._turns",
