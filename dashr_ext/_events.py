@@ -39,6 +39,7 @@ from .errors import EventError
 
 __all__ = [
     "LOG_ONLY_TYPES",
+    "MARKER_TYPES",
     "MAX_TIME_MS",
     "ROLE_BY_TYPE",
     "SETTINGS_TYPES",
@@ -90,6 +91,9 @@ _KNOWN_TYPES = {kind: kind for kind in SURFACE_TYPES | LOG_ONLY_TYPES}
 
 SETTINGS_TYPES = frozenset({"session/header", "config/change"})
 """Log-only types that describe a session rather than record anything in it."""
+
+MARKER_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+"""The turn and step markers (:mod:`dashr_ext._turns` folds them)."""
 
 # Required payload keys of the log-only types (SPEC 3.1.1); extra keys are allowed.
 _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {

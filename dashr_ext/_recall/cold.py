@@ -55,11 +55,10 @@ else:
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
-from .._events import SURFACE_TYPES, Event, Replace
+from .._events import MARKER_TYPES, SURFACE_TYPES, Event, Replace
 from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
 from .._replay import parse_event
-from .._turns import MARKER_TYPES
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
 from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
