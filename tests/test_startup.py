@@ -159,3 +159,17 @@ def test_outline_and_read_import_no_summarizer_pipeline(compacted: Path, command
     modules = set(result["modules"])  # type: ignore[call-overload]
     assert "dashr_ext._controller" in modules  # a replay answered
     assert [m for m in READ_ONLY_NEVER if m in modules] == []
+
+
+def test_a_new_session_imports_no_json_decoder_it_does_not_use(tmp_path: Path) -> None:
+    """msgspec decodes logs; a session created afresh (or an extension loaded before any log
+    is read) decodes none, so it is not imported."""
+    code = (
+        "import sys\n"
+        "from dashr_ext import Dashr\n"
+        f"d = Dashr.create({str(tmp_path / 's.jsonl')!r})\n"
+        "d.record_openai([{'role': 'user', 'content': 'hello'}])\n"
+        "print('msgspec' in sys.modules, 'dashr_ext._recall.cold' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]

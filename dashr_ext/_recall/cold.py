@@ -45,14 +45,7 @@ from typing import Protocol, overload
 
 import stringzilla as sz
 
-try:  # as the store decodes a log: faster than json, the same objects
-    from msgspec import MsgspecError
-    from msgspec.json import Decoder as _FastDecoder
-except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
-    _FAST_DECODE = None
-else:
-    _FAST_DECODE = _FastDecoder().decode
-
+from .. import _jsontext
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
 from .._events import MARKER_TYPES, SURFACE_TYPES, Event, Replace
@@ -119,10 +112,11 @@ def _decode(line: bytes) -> Event:
     global decodes
     decodes += 1
     obj: object = None
-    if _FAST_DECODE is not None:
+    fast = _jsontext._FAST_DECODE  # msgspec, as the store decodes a log (imported on first use)
+    if fast is not None:
         try:
-            obj = _FAST_DECODE(line)
-        except (MsgspecError, RecursionError):
+            obj = fast(line)
+        except (_jsontext._FastError, RecursionError):
             obj = None
     try:
         return parse_event(obj if type(obj) is dict else json.loads(line))
