@@ -349,7 +349,8 @@ class ColdLog:
         escaped: set[int] = set()
         special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
-        for k, i, start in _needle_lines(self._lowered(buf, cut), cut, needles):
+        low = self._lowered(buf, cut)
+        for k, i, start in _needle_lines(low, cut, needles):
             bounds[i] = start
             if k < structural:
                 wanted.add(i)
@@ -372,13 +373,18 @@ class ColdLog:
             candidates = [i for i, op in enumerate(ops, base) if op]
         else:
             alone = p.needles == (p.primary.decode(),) and not p.digit_needles
+            plain = _Lowered(buf, low, p)
             candidates = [
                 i
                 for i in sorted(found)
                 if types[i - base] in _SURFACE
                 and (
                     (alone and i in holding)  # it holds all the plan asks of a line
-                    or line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                    or (
+                        plain.may_match(bounds[i])
+                        if i not in escaped and i not in special
+                        else line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                    )
                 )
             ]
         for i in candidates:
@@ -522,6 +528,28 @@ class ColdLog:
         if seq in self.current:
             return "(visible)"
         return self.owner.get(seq, "(no checkpoint)")
+
+
+class _Lowered:
+    """:func:`~.prefilter.line_may_match` of a line holding no ``\\u`` escape and no special
+    character (:attr:`~.prefilter.Plan.special_pattern`), tested where it stands in its
+    piece's lower-cased bytes (then its projection is its lower case): no copy of the line."""
+
+    def __init__(self, buf: bytearray, low: bytearray, p: Plan) -> None:
+        self.buf, self.low = buf, low
+        self.needles = [n.encode() for n in p.needles]
+        self.digits = [n.encode() for n in p.digit_needles]
+
+    def may_match(self, start: int) -> bool:
+        find, low = sz.find, self.low
+        end = find(low, b"\n", start)
+        if any(find(low, n, start, end) < 0 for n in self.needles):
+            return False
+        if not self.digits or find(self.buf, TOOL_CALL, start, end) >= 0:
+            return True
+        return find(self.buf, IMAGE, start, end) >= 0 or all(
+            find(low, n, start, end) >= 0 for n in self.digits
+        )
 
 
 def _needle_lines(
