@@ -57,6 +57,13 @@ from .hits import Hit, render_hits
 from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
+from .scanbytes import LOWER as _LOWER
+from .scanbytes import Lowered as _Lowered
+from .scanbytes import Needle
+from .scanbytes import Refused as _Refused
+from .scanbytes import find_starts as _find_starts
+from .scanbytes import line_starts as _line_starts
+from .scanbytes import needle_lines as _needle_lines
 from .search import SNIPPET_CHARS, holds, normalize, snippet
 
 __all__ = ["ENABLED", "ColdLog", "cold_search", "search_bytes", "search_replayed"]
@@ -80,10 +87,6 @@ _HEADS = re.compile(
 empty for a line in another shape, so that there is one match per line)."""
 _ESCAPED = b"\\u"
 """A ``\\u`` escape."""
-_LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
-"""ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
-
-_ASCII = bytes(range(128))
 _SURFACE = frozenset(t.encode() for t in SURFACE_TYPES)
 _MARKERS = frozenset(t.encode() for t in MARKER_TYPES)
 _DECODED_TYPES = frozenset({b"compaction/start", b"compaction/summary", CONFIG_CHANGE.encode()})
@@ -95,15 +98,9 @@ _STRUCTURAL = (b'"pruned"', b"compact-checkpoint")
 decodes = 0
 """Lines decoded by this module since import (tests count them)."""
 
-Needle = bytes | re.Pattern[bytes]
-
 
 class _Readable(Protocol):
     def readinto(self, buffer: memoryview, /) -> int | None: ...
-
-
-class _Refused(Exception):
-    """The cold pass cannot give the replay's answer for this file; replay instead."""
 
 
 def _decode(line: bytes) -> Event:
@@ -179,28 +176,6 @@ def _pieces(f: _Readable) -> Iterator[tuple[bytearray, int]]:
         tail = have - cut
         buf[1 : 1 + tail] = buf[cut:have]
         have = 1 + tail
-
-
-def _find_starts(buf: bytearray, cut: int, seqs: Sequence[int], into: dict[int, int]) -> None:
-    """Where the lines of ``seqs`` (ascending; their headers were checked) start in
-    ``buf[1:cut]``, into ``into``: each is found by its header."""
-    at = 0
-    for seq in seqs:
-        at = sz.find(buf, b'\n{"seq":%d,' % seq, at, cut)
-        if at < 0:
-            raise _Refused  # not the header the scan read
-        at += 1
-        into[seq] = at
-
-
-def _line_starts(buf: bytearray, cut: int) -> list[int]:
-    """Where each line of ``buf[1:cut]`` starts, then ``cut``."""
-    starts = [1]
-    find, at = buf.find, buf.find(b"\n", 1, cut)
-    while at != -1:
-        starts.append(at + 1)
-        at = find(b"\n", at + 1, cut)
-    return starts
 
 
 @contextmanager
@@ -528,56 +503,6 @@ class ColdLog:
         if seq in self.current:
             return "(visible)"
         return self.owner.get(seq, "(no checkpoint)")
-
-
-class _Lowered:
-    """:func:`~.prefilter.line_may_match` of a line holding no ``\\u`` escape and no special
-    character (:attr:`~.prefilter.Plan.special_pattern`), tested where it stands in its
-    piece's lower-cased bytes (then its projection is its lower case): no copy of the line."""
-
-    def __init__(self, buf: bytearray, low: bytearray, p: Plan) -> None:
-        self.buf, self.low = buf, low
-        self.needles = [n.encode() for n in p.needles]
-        self.digits = [n.encode() for n in p.digit_needles]
-
-    def may_match(self, start: int) -> bool:
-        find, low = sz.find, self.low
-        end = find(low, b"\n", start)
-        if any(find(low, n, start, end) < 0 for n in self.needles):
-            return False
-        if not self.digits or find(self.buf, TOOL_CALL, start, end) >= 0:
-            return True
-        return find(self.buf, IMAGE, start, end) >= 0 or all(
-            find(low, n, start, end) >= 0 for n in self.digits
-        )
-
-
-def _needle_lines(
-    low: bytearray, cut: int, needles: Sequence[Needle]
-) -> Iterator[tuple[int, int, int]]:
-    """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
-    buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
-    find, rfind = sz.find, sz.rfind
-    for k, needle in enumerate(needles):
-        if isinstance(needle, re.Pattern):
-            # A pattern finding non-ASCII characters: which of them are in the piece is
-            # seen in its bytes beyond ASCII (UTF-8 keeps a character's bytes whole there);
-            # each is then found as bytes.
-            found = needle.findall(low.translate(None, _ASCII))
-            strings = sorted(set(found)) if len(found) > 1 else found
-        else:
-            strings = [needle]
-        for string in strings:
-            at = find(low, string, 1, cut)
-            while at != -1:
-                start = rfind(low, b"\n", 0, at) + 1
-                yield k, _seq_at(low, start), start
-                at = find(low, string, find(low, b"\n", at, cut) + 1, cut)
-
-
-def _seq_at(buf: bytearray, start: int) -> int:
-    """The seq of the line starting at ``start`` (its header was checked)."""
-    return int(buf[start + 7 : buf.find(b",", start + 7)])
 
 
 def _in_range(limit: object, high: int) -> bool:

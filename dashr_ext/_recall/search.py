@@ -75,14 +75,11 @@ def _fold_utf8(data: bytes, refused: frozenset[str] = frozenset()) -> bytes | No
 
     Each character beyond ASCII whose form differs is replaced by its form in the bytes
     (UTF-8 never holds a character's bytes inside another's)."""
-    forms = _FORMS
     chars = set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))
     if refused and not refused.isdisjoint(chars):
         return None
     for char in chars:
-        form = forms.get(char, "")
-        if form == "":
-            form = forms[char] = _alone(char)
+        form = _form(char)
         if form is None:
             return None
         if form != char:
@@ -98,11 +95,17 @@ def _cut_before(data: bytes, at: int) -> bool:
     if at >= len(data) or data[at] < 0x80:
         return True
     size = 2 if data[at] < 0xE0 else 3 if data[at] < 0xF0 else 4
-    char = data[at : at + size].decode("utf-8", "surrogatepass")
+    return _form(data[at : at + size].decode("utf-8", "surrogatepass")) is not None
+
+
+def _form(char: str) -> str | None:
+    """:func:`_alone` of a character beyond ASCII, remembered."""
     form = _FORMS.get(char, "")
     if form == "":
+        if len(_FORMS) >= _FORMS_KEPT:
+            _FORMS.clear()  # a text of every character there is: start again
         form = _FORMS[char] = _alone(char)
-    return form is not None
+    return form
 
 
 def _fold_whole(text: str) -> str:
@@ -113,6 +116,8 @@ def _fold_whole(text: str) -> str:
 _ASCII = bytes(range(128))
 _FORMS: dict[str, str | None] = {}
 """Each character beyond ASCII met so far -> its form when it folds alone, else None."""
+_FORMS_KEPT = 1 << 16
+"""At most this many characters are remembered (texts use a few thousand)."""
 
 
 def _starts_alone(text: str) -> bool:
@@ -201,7 +206,7 @@ def holds(body: str, phrase: str) -> bool:
     * A text folds as its two sides wherever it is cut before an ASCII character or one
       that folds alone (:func:`_alone`), so a phrase of such characters, each its own form,
       found as it is in the body's UTF-8 (ASCII letters lower-cased) with such a cut after
-      it, is in the form, and nothing else needs folding.
+      it (there is one before it), is in the form, and nothing else needs folding.
     """
     if body.isascii():
         low = body.lower()
@@ -228,17 +233,7 @@ def holds(body: str, phrase: str) -> bool:
 
 def _fixed(phrase: str) -> bool:
     """Whether each character of ``phrase`` is ASCII or folds alone to itself."""
-    if phrase.isascii():
-        return True
-    forms = _FORMS
-    for char in set(phrase):
-        if not char.isascii():
-            form = forms.get(char, "")
-            if form == "":
-                form = forms[char] = _alone(char)
-            if form != char:
-                return False
-    return True
+    return phrase.isascii() or all(c.isascii() or _form(c) == c for c in set(phrase))
 
 
 def _narrow(text: str) -> bool:
