@@ -129,3 +129,11 @@ def test_the_whitespace_collapsed_in_bytes_is_what_str_split_splits_on() -> None
     text = "Straße\n\n  über\x1c\x1fALLES\t " * 3 + "\u2003ende\u00a0 "
     assert normalize(text) == " ".join(_fold_whole(text).split())
     assert normalize(text[:-12]) == " ".join(_fold_whole(text[:-12]).split())
+
+
+def test_the_remembered_forms_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "_FORMS", {})
+    monkeypatch.setattr(search, "_FORMS_KEPT", 4)
+    text = "ÄÖÜß—éàçñø"
+    assert _fold(text) == _fold_whole(text)
+    assert 0 < len(search._FORMS) <= 4
