@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from functools import cache
 from itertools import islice
 from typing import Any, Generic, TypeVar, overload
 
@@ -160,24 +161,28 @@ class Positions:
             self._key = (version + 1, surface)
 
 
+@cache
 def _untracker() -> Callable[[object], None]:
     """CPython's ``PyObject_GC_UnTrack``, a function of its own (the shared ``pythonapi``
-    attribute keeps its settings); where there is none, a function that does nothing."""
+    attribute keeps its settings); where there is none, a function that does nothing.
+    Resolved on first use: importing ctypes costs a few ms that loading need not pay."""
     if sys.implementation.name != "cpython":
         return lambda obj: None
-    import ctypes
-
     try:
+        import ctypes
+
         proto = ctypes.PYFUNCTYPE(None, ctypes.py_object)
         return proto(("PyObject_GC_UnTrack", ctypes.pythonapi))
-    except (AttributeError, OSError):
+    except (ImportError, AttributeError, OSError):  # a build without ctypes
         return lambda obj: None
 
 
-untrack = _untracker()
-"""Take a new list out of the cyclic GC's generations (CPython): it is freed by reference
-counting alone. For a list that holds only message dicts which never refer back to it: a
-young collection traverses every container allocated since the previous one, and a request
-list of a million messages made each collection while the caller holds it cost a walk over
-a million objects (tens of ms, every few dozen steps). Cycles through the list itself (the
-caller putting it inside one of its own items) are then freed only when broken."""
+def untrack(obj: object) -> None:
+    """Take a new list out of the cyclic GC's generations (CPython): it is freed by reference
+    counting alone. For a list that holds only message dicts which never refer back to it: a
+    young collection traverses every container allocated since the previous one, and a
+    request list of a million messages made each collection while the caller holds it cost a
+    walk over a million objects (tens of ms, every few dozen steps). Cycles through the list
+    itself (the caller putting it inside one of its own items) are then freed only when
+    broken."""
+    _untracker()(obj)
