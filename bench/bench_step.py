@@ -50,14 +50,6 @@ from dashr_ext._events import Event, EventSpec, Replace  # noqa: E402
 from dashr_ext._formats.openai import to_openai  # noqa: E402
 from dashr_ext._session import Session  # noqa: E402
 
-try:
-    from dashr_ext._surface import untrack
-except ImportError:  # the package before the request list left the cyclic GC
-
-    def untrack(obj: object) -> None:
-        pass
-
-
 SECTION = "## Per-step cost (bench/bench_step.py)"
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 SURFACE = 2_000
@@ -268,10 +260,11 @@ class Collections:
 
 
 def alone(probes: dict[int, Probe], steps: int) -> dict[int, dict[str, float]]:
-    """Each size stepped by itself, as one agent loop steps its session: the other sizes'
-    requests dropped, a step then a bare copy of its surface in turns. The mean of the steps
-    includes the cyclic GC's collections their allocations trigger (timed apart too), which a
-    median leaves out."""
+    """Each size stepped by itself, as one agent loop steps its session (the other sizes'
+    requests dropped): ``steps`` steps, each keeping its request until the next frees it, then
+    as many bare copies ``list(items)`` of the rendered messages, each kept until the next.
+    The mean of the steps includes the cyclic GC's collections their allocations trigger
+    (timed apart too), which a median leaves out."""
     out = {}
     collections = Collections()
     gc.callbacks.append(collections)
@@ -282,14 +275,14 @@ def alone(probes: dict[int, Probe], steps: int) -> dict[int, dict[str, float]]:
             for _ in range(5):
                 probe.step_total()
             collections.count, collections.seconds = 0, 0.0
-            step_times, copy_times = [], []
-            for _ in range(steps):
-                collections.on = True
-                step_times.append(probe.step_total())
-                collections.on = False
-                copy_times.append(probe.copy())
-                for kept in probe.kept:  # not the next step's to collect: its own list is not
-                    untrack(kept)
+            collections.on = True
+            step_times = [probe.step_total() for _ in range(steps)]
+            collections.on = False
+            probe.kept.clear()
+            for _ in range(3):
+                probe.copy()
+            copy_times = [probe.copy() for _ in range(steps)]
+            probe.kept.clear()
             out[n] = {
                 "alone": statistics.median(step_times) * 1e3,
                 "alone_mean": statistics.mean(step_times) * 1e3,
@@ -487,13 +480,13 @@ def alone_report(
     """The second table: each size stepped by itself (see :func:`alone`)."""
     lines = [
         "",
-        f"Each size stepped by itself ({steps} steps, the other sizes' requests dropped), a "
-        "step then a bare copy of its surface in turns: the step's median; the step minus the "
-        "copy (per run, medians); the bare copy `list(items)` of the n rendered messages (and "
-        "the free of the previous copy, as a step frees the previous request), the one cost "
-        "the contract (a new list each call) makes grow; its share of the step's growth over "
-        "the 1k figure; the mean step, which includes the cyclic GC's collections the steps "
-        "trigger, and the time in those collections per step (collections in the run).",
+        f"Each size stepped by itself, as one agent loop steps its session ({steps} steps, "
+        "the other sizes' requests dropped), then as many bare copies: the step's median; the "
+        "step minus the copy (per run, medians); the bare copy `list(items)` of the n rendered "
+        "messages, each kept until the next frees it as a step frees the previous request (the "
+        "one cost the contract, a new list each call, makes grow); its share of the step's "
+        "growth over the 1k figure; the mean step, which includes the cyclic GC's collections "
+        "the steps trigger, and the time in those collections per step (collections per run).",
         "",
         "| shape | events | step alone | ratio | step − copy | ratio | list copy | copy's share "
         "of the growth | mean step | ratio | GC ms/step (collections) |",
