@@ -455,7 +455,6 @@ def report(
                     continue
                 worst = max(v / b for v, b in zip(col[key], bcol[key], strict=True))
                 verdicts.append((shape, n, label, worst))
-    lines += alone_report(runs, sizes, args.steps)
     if ("log", 0) in runs:
         rs = runs[("log", 0)]
         col = {k: [r[k] for r in rs] for k in rs[0]}
@@ -465,6 +464,7 @@ def report(
             f"| {spread(col['no_copy'])} | – | {spread(col['copy'])} | {spread(col['measure'])} "
             f"| – | {spread(col['old'])} | – |"
         )
+    lines += alone_report(runs, sizes, args.steps)
     lines.append("")
     lines.append("Target, flat within 1.5× of the 1k figure (worst run; the first table):")
     lines.append("")
