@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 from ._events import Event, ImageBlock, Message, ReasoningBlock, TextBlock, render_image
 from ._fileops import extract_file_ops
-from ._payloads import CHECKPOINT_SOURCE
+from ._payloads import ARCHIVE_VARIABLE, CHECKPOINT_SOURCE
 from .errors import ConfigError, EventError
 
 __all__ = [
@@ -35,9 +35,6 @@ __all__ = [
 ]
 
 ArchiveEntry: TypeAlias = dict[str, Any]
-
-ARCHIVE_VARIABLE = "dashr_compaction_archive"
-"""Name of the kernel variable holding the archive (a plain ``dict``)."""
 
 BUCKETS: tuple[str, ...] = (
     "user_requests",

@@ -26,16 +26,12 @@ import json
 import os
 import re
 import shlex
-import signal
 import sys
-import tempfile
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._config import ENGINES, CompactionConfig, RecallConfig
-from ._progress import LineSink, Progress
 from .errors import DashrError
 
 if TYPE_CHECKING:
@@ -45,7 +41,23 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter, as wide as shutil makes it, with no import of shutil (bz2, lzma)."""
+    columns = 0
+    with contextlib.suppress(KeyError, ValueError):
+        columns = int(os.environ["COLUMNS"])
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout (None), or not a terminal
+            columns = 80
+    return argparse.HelpFormatter(prog, width=columns - 2)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"formatter_class": _formatter, **kwargs})
+
     def error(self, message: str) -> Any:  # one line, no usage dump
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
@@ -316,6 +328,7 @@ def _search_all(args: argparse.Namespace) -> int:
 def _cmd_compact(args: argparse.Namespace) -> int:
     from ._compaction.report import still_above
     from ._controller import Dashr
+    from ._progress import LineSink, Progress
 
     if not args.file.is_file():
         raise FileNotFoundError(2, "no such file", str(args.file))
@@ -417,6 +430,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
     from ._controller import Dashr
     from ._demo import DEMO_TOOLS, demo_facts, demo_messages
 
@@ -592,6 +607,9 @@ def _interrupting(ks: Any) -> Iterator[None]:
     """Ctrl-C interrupts the kernel too: the cell the model asked for stops, so the agent can
     record the turn as interrupted at once (a signal when this process runs the kernel, else
     an ``interrupt_request`` on the control channel)."""
+    import signal
+    import threading
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return

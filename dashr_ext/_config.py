@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._events import Event
 from ._payloads import CONFIG_CHANGE, ConfigChangePayload, config_change_payload
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._events import Event
 
 __all__ = [
     "CHUNK_STATE_MIN_MULTIPLE",

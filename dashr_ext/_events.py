@@ -39,6 +39,7 @@ from .errors import EventError
 
 __all__ = [
     "LOG_ONLY_TYPES",
+    "MARKER_TYPES",
     "MAX_TIME_MS",
     "ROLE_BY_TYPE",
     "SETTINGS_TYPES",
@@ -90,6 +91,9 @@ _KNOWN_TYPES = {kind: kind for kind in SURFACE_TYPES | LOG_ONLY_TYPES}
 
 SETTINGS_TYPES = frozenset({"session/header", "config/change"})
 """Log-only types that describe a session rather than record anything in it."""
+
+MARKER_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+"""The turn and step markers (:mod:`dashr_ext._turns` folds them)."""
 
 # Required payload keys of the log-only types (SPEC 3.1.1); extra keys are allowed.
 _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
@@ -234,6 +238,32 @@ class Message:
         return self._tool_calls
 
     @classmethod
+    def _checked(
+        cls,
+        id: str,
+        role: str,
+        source: Mapping[str, Any],
+        content: tuple[ContentBlock, ...],
+        tool_call_id: str | None,
+        tool_name: str | None,
+        is_error: bool | None,
+        extra: Mapping[str, Any],
+    ) -> Message:
+        """``Message(...)`` of fields already checked, built at half the cost of the
+        dataclass's ``__init__`` (replay builds one per message line)."""
+        message = object.__new__(cls)
+        _SET_ID(message, id)
+        _SET_ROLE(message, role)
+        _SET_SOURCE(message, source)
+        _SET_CONTENT(message, content)
+        _SET_CALL_ID(message, tool_call_id)
+        _SET_TOOL_NAME(message, tool_name)
+        _SET_IS_ERROR(message, is_error)
+        _SET_EXTRA(message, extra)
+        _SET_CALLS(message, tuple([b for b in content if type(b) is ToolCallBlock]))
+        return message
+
+    @classmethod
     def from_json(cls, obj: object, where: str = "message") -> Message:
         if not isinstance(obj, dict):
             raise EventError(f"{where}: expected an object, got {type(obj).__name__}")
@@ -328,6 +358,33 @@ SurfaceOp: TypeAlias = Literal["append"] | Replace
 
 _EVENT_KEYS = ("seq", "type", "time", "surfaceOp", "sourceEventSeqs", "data")
 _EVENT_KEY_SET = frozenset(_EVENT_KEYS)
+
+
+(
+    _SET_ID,
+    _SET_ROLE,
+    _SET_SOURCE,
+    _SET_CONTENT,
+    _SET_CALL_ID,
+    _SET_TOOL_NAME,
+    _SET_IS_ERROR,
+    _SET_EXTRA,
+    _SET_CALLS,
+) = (
+    getattr(Message, name).__set__
+    for name in (
+        "id",
+        "role",
+        "source",
+        "content",
+        "tool_call_id",
+        "tool_name",
+        "is_error",
+        "extra",
+        "_tool_calls",
+    )
+)
+"""The slots' own setters (a frozen dataclass refuses plain assignment)."""
 
 
 class Event:

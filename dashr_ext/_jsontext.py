@@ -25,14 +25,6 @@ import re
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-try:  # a faster parser for whole logs; json remains the reference and says what is wrong
-    from msgspec import MsgspecError
-    from msgspec.json import Decoder as _FastDecoder
-except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
-    _FAST_DECODE = None
-else:
-    _FAST_DECODE = _FastDecoder().decode
-
 __all__ = [
     "MAX_JSON_DEPTH",
     "arguments_object",
@@ -134,6 +126,51 @@ def arguments_object(arguments: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+class _NotLoaded(Exception):
+    """Stands for msgspec's error until msgspec is imported; raised only without msgspec."""
+
+
+_FastError: type[Exception] = _NotLoaded
+"""msgspec's decode error, once :func:`_fast_decoder` has imported msgspec."""
+
+_msgspec_decode: list[Callable[[bytes | memoryview], Any] | None] = []
+"""msgspec's JSON decode once :func:`_fast_decoder` has looked (None: msgspec is missing)."""
+
+
+def _decode_first(data: bytes | memoryview) -> Any:
+    """:data:`_FAST_DECODE` until the first log is decoded: imports msgspec, then decodes."""
+    decode = _fast_decoder()
+    if decode is None:  # pragma: no cover - msgspec is a dependency
+        raise _NotLoaded
+    return decode(data)
+
+
+_FAST_DECODE: Callable[[bytes | memoryview], Any] | None = _decode_first
+"""msgspec's JSON decode, a faster parser for whole logs (json remains the reference and
+says what is wrong); None when msgspec is missing. msgspec is imported when the first log is
+decoded, not with this module: a process that decodes no log (``dashr --help``, a new
+session) does not pay for it."""
+
+
+def _fast_decoder() -> Callable[[bytes | memoryview], Any] | None:
+    """msgspec's JSON decode, imported on first use (and put in :data:`_FAST_DECODE` unless
+    something replaced that: tests count its calls or turn it off)."""
+    global _FAST_DECODE, _FastError
+    if not _msgspec_decode:
+        try:
+            from msgspec import MsgspecError
+            from msgspec.json import Decoder
+        except ImportError:  # pragma: no cover - msgspec is a dependency; json works alone
+            _msgspec_decode.append(None)
+        else:
+            _FastError = MsgspecError
+            _msgspec_decode.append(Decoder().decode)
+    decode = _msgspec_decode[0]
+    if _FAST_DECODE is _decode_first:
+        _FAST_DECODE = decode
+    return decode
+
+
 def decode_lines(data: bytes, end: int) -> list[dict[str, Any]] | None:
     """The JSON object of each newline-terminated line of ``data[:end]``, decoded with
     msgspec (about three times as fast as ``json``, and it shares the keys' strings).
@@ -144,6 +181,8 @@ def decode_lines(data: bytes, end: int) -> list[dict[str, Any]] | None:
     decode a line they give equal objects (msgspec too keeps the last of repeated keys).
     """
     decode = _FAST_DECODE
+    if decode is _decode_first:
+        decode = _fast_decoder()
     if decode is None:
         return None
     out: list[dict[str, Any]] = []
@@ -156,7 +195,7 @@ def decode_lines(data: bytes, end: int) -> list[dict[str, Any]] | None:
                 return None
             append(obj)
             start = stop + 1
-    except (MsgspecError, RecursionError):
+    except (_FastError, RecursionError):  # read when raised: msgspec's, once imported
         return None
     return out
 

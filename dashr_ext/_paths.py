@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +56,8 @@ def _next_id_parts() -> tuple[int, int]:
             if ms == last_ms:
                 ms += 1
             # A random start in the lower half leaves room for millions of same-ms ids.
+            import secrets  # here: it loads OpenSSL (hmac), which reading a log never needs
+
             _last_id = (ms, secrets.randbelow(_SUFFIX_MAX // 2))
         return _last_id
 

@@ -8,11 +8,13 @@ package writes).
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
-from ._events import Event
+if TYPE_CHECKING:
+    from ._events import Event
 
 __all__ = [
+    "ARCHIVE_VARIABLE",
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "CONFIG_CHANGE",
@@ -48,6 +50,10 @@ rollup of the oldest stubs."""
 
 RECALL_TOOL_NAMES: tuple[str, ...] = ("history_outline", "history_read", "history_search")
 """The recall tools' names (their results are recalled history, not new work)."""
+
+ARCHIVE_VARIABLE = "dashr_compaction_archive"
+"""Name of the kernel variable holding the archive (a plain ``dict``); pointers, footers and
+pruned markers name it."""
 
 Trigger = Literal["pressure", "context-overflow", "manual"]
 TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._archive import ARCHIVE_VARIABLE
 from ._events import Event, ImageBlock, Message, ToolCallBlock, block_to_json
+from ._payloads import ARCHIVE_VARIABLE
 
 __all__ = [
     "PRUNED_KEY",

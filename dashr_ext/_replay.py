@@ -9,7 +9,7 @@ way the event is the one ``Event.from_json`` returns, and a line it refuses gets
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._events import (
     _DATA_TYPES,
@@ -27,8 +27,10 @@ from ._events import (
     ToolCallBlock,
     key_order,
 )
-from ._store import Store, gc_paused
 from .errors import CorruptLogError, EventError, SurfaceError
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 __all__ = ["parse_event", "replay"]
 
@@ -43,6 +45,8 @@ def replay(store: Store, check: Callable[[Event], None], apply: Callable[[Event]
     """Fold every line of ``store``'s file in order through ``check`` and ``apply`` (a
     session's). Raises :class:`CorruptLogError` naming the first line that is not an event
     or cannot follow the events before it."""
+    from ._store import gc_paused  # here: parse_event alone (the cold search) needs no store
+
     with gc_paused():  # replay builds many long-lived objects: collecting only costs time
         events, _torn = store.load(_parsed)
         for lineno, event in enumerate(events, 1):
@@ -147,12 +151,15 @@ def _common_message(obj: object) -> tuple[Message, tuple[str, ...] | None] | Non
             else:
                 return None
         if role != "tool":
-            message = Message(msg_id, role, source, tuple(blocks), None, None, None, _NO_EXTRA)
+            blocks_ = tuple(blocks)
+            message = Message._checked(msg_id, role, source, blocks_, None, None, None, _NO_EXTRA)
             return message, key_order(obj) if exact and len(obj) == 4 else None
         call_id, name, is_error = obj["toolCallId"], obj["toolName"], obj["isError"]
     except KeyError:
         return None
     if not (type(call_id) is str and type(name) is str and type(is_error) is bool):
         return None
-    message = Message(msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA)
+    message = Message._checked(
+        msg_id, role, source, tuple(blocks), call_id, name, is_error, _NO_EXTRA
+    )
     return message, key_order(obj) if exact and len(obj) == 7 else None

@@ -9,12 +9,13 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import PromptError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = [
     "PROMPTS_DIR_ENV",
@@ -60,6 +61,8 @@ def resolve_prompts_dir(override: PathLike | None = None) -> Path | Traversable:
     in_source = (_SOURCE_DIR / "summarize.md").is_file()
     if in_source and (_SOURCE_DIR.parent / "pyproject.toml").is_file():
         return _SOURCE_DIR
+    from importlib import resources  # only here: it imports tempfile and shutil
+
     installed = resources.files("dashr_ext").joinpath(_PACKAGE_DATA)
     if in_source and not installed.is_dir():
         return _SOURCE_DIR

@@ -12,12 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._events import EventSpec, Message
+from ._events import MARKER_TYPES, EventSpec, Message
 from .errors import SurfaceError
 
 __all__ = ["MARKER_TYPES", "Marker", "Step", "Turn", "TurnFold", "Unit", "message_shape"]
-
-MARKER_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
 Marker = tuple[str, dict[str, Any]]
 """A marker event before it is appended: ``(type, data)``."""

@@ -416,6 +416,40 @@ def test_a_query_without_a_usable_needle_decodes_every_message_line(big_log: Pat
     assert cold.decodes >= messages
 
 
+def test_a_one_word_query_decodes_the_lines_holding_it_without_testing_them_again(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted: a line found holding the only needle holds all a line must; the line test
+    runs only for what the needle search cannot say (another needle, folding characters)."""
+    data = big_log.read_bytes()
+    tested: list[bytes] = []
+    real = cold.line_may_match
+    monkeypatch.setattr(
+        cold, "line_may_match", lambda line, *a, **k: tested.append(line) or real(line, *a, **k)
+    )
+    holding = sum(1 for x in data.splitlines() if b"backoff" in x.lower() and b'"surfaceOp"' in x)
+    cold.decodes = 0
+    result = cold.search_bytes(data, "BACKOFF")
+    assert result is not None and f"{holding} matched" in str(result)
+    assert tested == []
+    result = cold.search_bytes(data, "backoff café")
+    assert result is not None and len(tested) >= holding  # two needles: each line is tested
+
+
+def test_structural_lines_are_found_by_their_headers_not_by_walking_every_line(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted: the lines a scan decodes for the surface and the checkpoints are found by
+    their headers; no piece has all its line starts listed (a loop over every line)."""
+    walks: list[int] = []
+    real = cold._line_starts
+    monkeypatch.setattr(cold, "_line_starts", lambda buf, cut: walks.append(cut) or real(buf, cut))
+    data = big_log.read_bytes()
+    found = cold.search_bytes(data, "summary 17:")
+    assert found is not None and "1 matched" in str(found) and walks == []
+    assert cold.search_bytes(data, "日本", limit=1) is not None and walks  # no needle: every line
+
+
 # --------------------------------------------------------------------------- the CLI
 
 
@@ -700,13 +734,15 @@ def test_only_two_characters_beyond_ascii_lower_case_to_ascii() -> None:
 
 
 def test_lines_without_special_characters_are_tested_on_their_bytes(tmp_path: Path) -> None:
-    """A line holding no folding character and no İ or K sign is lower-cased as bytes (no
-    str.lower); what the prefilter keeps is the same with or without the caller's hints."""
+    """A line is projected as bytes (no str.lower): its ASCII letters lower-cased, the İ and
+    K signs and the folding characters replaced by their forms; what the prefilter keeps is
+    the same with or without the caller's hints."""
     p = plan(normalize("résumé café scheduler"))
     assert p is not None
-    assert isinstance(p.project("Résumé Café SCHEDULER".encode()), bytes)
-    assert isinstance(p.project("İstanbul scheduler".encode()), str)
-    assert isinstance(p.project("KELVIN \u212a scheduler".encode()), str)
+    assert p.project("Résumé Café SCHEDULER".encode()) == "résumé café scheduler".encode()
+    assert p.project("İstanbul scheduler".encode()) == "i\u0307stanbul scheduler".encode()
+    assert p.project("KELVIN \u212a ﬁ sSCHEDULER".encode()) == b"kelvin k fi sscheduler"
+    assert p.project("\u212a".encode(), special=False) == "\u212a".encode()  # the caller's hint
     log = tricky_log(tmp_path / "t.jsonl")
     lines = [
         *log.read_bytes().splitlines(),

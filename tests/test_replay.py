@@ -217,3 +217,31 @@ def test_a_writer_open_looks_at_no_node_when_every_compaction_pass_was_closed(
     with pytest.warns(UserWarning, match="committed but was not closed"), Dashr.open(unclosed) as d:
         assert d.session.events[-1].type == "compaction/end"
     assert looked["checkpoint"] > 0
+
+
+def test_replay_builds_each_message_without_the_dataclass_init(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted: a message parsed on the fast path is built from its checked fields (no
+    ``Message.__init__`` per line), and is the same frozen message the init builds."""
+    lines = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+    inits: list[str] = []
+    real = Message.__init__
+
+    def counted(self: Message, *args: Any, **kwargs: Any) -> None:
+        inits.append(args[0] if args else kwargs.get("id", ""))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Message, "__init__", counted)
+    fast = [e for e in (_common_event(obj) for obj in lines) if e is not None and e.is_surface]
+    assert len(fast) > 10 and inits == []
+    for event in fast:
+        built = event.message
+        again = Message(
+            built.id, built.role, built.source, built.content, built.tool_call_id,
+            built.tool_name, built.is_error, built.extra,
+        )  # fmt: skip
+        assert built == again and built.tool_calls == again.tool_calls
+        assert repr(built) == repr(again)
+    with pytest.raises(AttributeError):
+        fast[0].message.role = "user"  # type: ignore[misc]

@@ -7,7 +7,6 @@ in one pass has them summarized concurrently; a lone request runs on the calling
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from .._summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ..errors import SummarizerError
@@ -27,6 +26,8 @@ def summarize(summarizer: Summarizer, requests: Sequence[SummaryRequest]) -> lis
     if len(requests) == 1:
         results = [summarizer.summarize(requests[0])]
     else:
+        from concurrent.futures import ThreadPoolExecutor  # (and logging) for a pass that needs it
+
         workers = min(MAX_CONCURRENT_SUMMARIES, len(requests)) or 1
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashr-summarize") as pool:
             results = list(pool.map(summarizer.summarize, requests))
@@ -57,6 +58,8 @@ def summarize_each(
 
     if len(requests) <= 1:
         return [one(r) for r in requests]
+    from concurrent.futures import ThreadPoolExecutor
+
     workers = min(MAX_CONCURRENT_SUMMARIES, len(requests))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dashr-summarize") as pool:
         return list(pool.map(one, requests))

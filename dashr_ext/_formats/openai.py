@@ -9,7 +9,6 @@ specs, letting the session write the turn/step markers their order implies (SPEC
 from __future__ import annotations
 
 import base64
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -409,6 +408,8 @@ def _image(part: Mapping[str, Any], p: str) -> ImageBlock:
                 f"expected a string such as 'auto', 'low' or 'high', got {type(detail).__name__}",
             )
         extra["detail"] = detail
+    import hashlib  # here: it loads OpenSSL, which a log without images never needs
+
     return ImageBlock(
         attachment_id=hashlib.sha256(url.encode()).hexdigest()[:16],
         media_type=media_type,

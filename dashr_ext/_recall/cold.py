@@ -43,26 +43,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, overload
 
-try:  # as the store decodes a log: faster than json, the same objects
-    from msgspec import MsgspecError
-    from msgspec.json import Decoder as _FastDecoder
-except ImportError:  # pragma: no cover - msgspec is a dependency; json still works alone
-    _FAST_DECODE = None
-else:
-    _FAST_DECODE = _FastDecoder().decode
+import stringzilla as sz
 
+from .. import _jsontext
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
-from .._events import SURFACE_TYPES, Event, Replace
+from .._events import MARKER_TYPES, SURFACE_TYPES, Event, Replace
 from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
-from .._turns import MARKER_TYPES
+from .._replay import parse_event
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
 from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
-from .search import SNIPPET_CHARS, normalize, snippet
+from .search import SNIPPET_CHARS, holds, normalize, snippet
 
 __all__ = ["ENABLED", "ColdLog", "cold_search", "search_bytes", "search_replayed"]
 
@@ -83,8 +78,10 @@ _HEADS = re.compile(
 )
 """A line's header, from the newline before it: seq, type, and the surface op if any (all
 empty for a line in another shape, so that there is one match per line)."""
-_ESCAPED = re.compile(rb"\\u")
-"""A ``\\u`` escape (``re`` finds it faster than :meth:`bytes.find`)."""
+_ESCAPED = b"\\u"
+"""A ``\\u`` escape."""
+_LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
+"""ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
 
 _ASCII = bytes(range(128))
 _SURFACE = frozenset(t.encode() for t in SURFACE_TYPES)
@@ -115,13 +112,14 @@ def _decode(line: bytes) -> Event:
     global decodes
     decodes += 1
     obj: object = None
-    if _FAST_DECODE is not None:
+    fast = _jsontext._FAST_DECODE  # msgspec, as the store decodes a log (imported on first use)
+    if fast is not None:
         try:
-            obj = _FAST_DECODE(line)
-        except (MsgspecError, RecursionError):
+            obj = fast(line)
+        except (_jsontext._FastError, RecursionError):
             obj = None
     try:
-        return Event.from_json(obj if type(obj) is dict else json.loads(line))
+        return parse_event(obj if type(obj) is dict else json.loads(line))
     except (ValueError, RecursionError, DashrError):
         raise _Refused from None
 
@@ -181,6 +179,18 @@ def _pieces(f: _Readable) -> Iterator[tuple[bytearray, int]]:
         tail = have - cut
         buf[1 : 1 + tail] = buf[cut:have]
         have = 1 + tail
+
+
+def _find_starts(buf: bytearray, cut: int, seqs: Sequence[int], into: dict[int, int]) -> None:
+    """Where the lines of ``seqs`` (ascending; their headers were checked) start in
+    ``buf[1:cut]``, into ``into``: each is found by its header."""
+    at = 0
+    for seq in seqs:
+        at = sz.find(buf, b'\n{"seq":%d,' % seq, at, cut)
+        if at < 0:
+            raise _Refused  # not the header the scan read
+        at += 1
+        into[seq] = at
 
 
 def _line_starts(buf: bytearray, cut: int) -> list[int]:
@@ -245,6 +255,15 @@ class ColdLog:
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
     _kept_bytes: int = 0
     _offset: int = 0
+    _low: bytearray = field(default_factory=bytearray)
+
+    def _lowered(self, buf: bytearray, cut: int) -> bytearray:
+        """``buf[:cut]`` with its ASCII letters lower-cased, in a buffer reused piece after
+        piece (the search is ASCII case-insensitive)."""
+        if len(self._low) < cut:
+            self._low = bytearray(len(buf))
+        sz.translate(buf, _LOWER, start=0, end=cut, out=self._low)
+        return self._low
 
     @classmethod
     def scan(
@@ -320,15 +339,17 @@ class ColdLog:
 
         def line(i: int) -> bytes:
             start = bounds[i]
-            return bytes(buf[start : buf.find(b"\n", start)])
+            with memoryview(buf) as view:  # one copy, not a bytearray slice then bytes
+                return bytes(view[start : sz.find(buf, b"\n", start)])
 
-        if self.plan is None or wanted:  # lines wanted for their header: find them
+        if self.plan is None:  # every message line is a candidate
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
+        holding: set[int] = set()  # lines holding the primary needle
         escaped: set[int] = set()
         special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
-        for k, i, start in _needle_lines(buf.lower(), cut, needles):
+        for k, i, start in _needle_lines(self._lowered(buf, cut), cut, needles):
             bounds[i] = start
             if k < structural:
                 wanted.add(i)
@@ -338,25 +359,36 @@ class ColdLog:
                 escaped.add(i)
                 if _spells_ascii(line(i)):  # it may spell a key
                     wanted.add(i)
+            elif k == structural + 1:
+                holding.add(i)
             elif k == structural + 2:
                 special.add(i)
+        wanted = {i for i in wanted if types[i - base] in _WANTED_TYPES}
+        _find_starts(buf, cut, [i for i in sorted(wanted) if i not in bounds], bounds)
         for i in sorted(wanted):
-            if types[i - base] in _WANTED_TYPES:
-                self.decoded[i] = self._event(i, line)
+            self.decoded[i] = self._event(i, line)
         p = self.plan
         if p is None:  # every message line is a candidate
             candidates = [i for i, op in enumerate(ops, base) if op]
         else:
+            alone = p.needles == (p.primary.decode(),) and not p.digit_needles
             candidates = [
                 i
                 for i in sorted(found)
                 if types[i - base] in _SURFACE
-                and line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                and (
+                    (alone and i in holding)  # it holds all the plan asks of a line
+                    or line_may_match(line(i), p, escapes=i in escaped, special=i in special)
+                )
             ]
         for i in candidates:
-            event = self._event(i, line)
-            if self.phrase in normalize(event_body(event, decoded=True)):
-                self._keep(i, event, line(i), self._offset + bounds[i] - 1)
+            if self.replayed is not None:
+                event, raw = self.replayed[i], b""
+            else:
+                raw = line(i)
+                event = self.decoded.get(i) or _decode(raw)
+            if holds(event_body(event, decoded=True), self.phrase):
+                self._keep(i, event, raw, self._offset + bounds[i] - 1)
         self.length += n
         self._offset += cut - 1
         return n
@@ -497,22 +529,22 @@ def _needle_lines(
 ) -> Iterator[tuple[int, int, int]]:
     """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
     buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
+    find, rfind = sz.find, sz.rfind
     for k, needle in enumerate(needles):
         if isinstance(needle, re.Pattern):
-            # A pattern finding non-ASCII characters: look in those bytes alone first.
-            if needle is not _ESCAPED and not needle.search(low.translate(None, _ASCII)):
-                continue
-            m = needle.search(low, 1, cut)
-            while m is not None:
-                start = low.rfind(b"\n", 0, m.start()) + 1
+            # A pattern finding non-ASCII characters: which of them are in the piece is
+            # seen in its bytes beyond ASCII (UTF-8 keeps a character's bytes whole there);
+            # each is then found as bytes.
+            found = needle.findall(low.translate(None, _ASCII))
+            strings = sorted(set(found)) if len(found) > 1 else found
+        else:
+            strings = [needle]
+        for string in strings:
+            at = find(low, string, 1, cut)
+            while at != -1:
+                start = rfind(low, b"\n", 0, at) + 1
                 yield k, _seq_at(low, start), start
-                m = needle.search(low, low.find(b"\n", m.start()) + 1, cut)
-            continue
-        at = low.find(needle, 1, cut)
-        while at != -1:
-            start = low.rfind(b"\n", 0, at) + 1
-            yield k, _seq_at(low, start), start
-            at = low.find(needle, low.find(b"\n", at) + 1, cut)
+                at = find(low, string, find(low, b"\n", at, cut) + 1, cut)
 
 
 def _seq_at(buf: bytearray, start: int) -> int:

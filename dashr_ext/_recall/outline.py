@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .._checkpoints import Checkpoint
-from .._turns import Turn
 from .render import minute_utc, one_line
 from .result import RecallResult
+
+if TYPE_CHECKING:
+    from .._turns import Turn
 
 __all__ = ["checkpoint_row", "render_outline", "turn_row"]
 

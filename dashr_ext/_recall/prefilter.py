@@ -31,9 +31,7 @@ message line is decoded.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import AnyStr
 
 from .asciifold import ascii_folding
 
@@ -82,27 +80,27 @@ class Plan:
     """Finds the UTF-8 of any character of :attr:`folding` or :data:`LOWER_TO_ASCII`: a line
     without one is tested on its lower-cased bytes."""
 
-    def project(self, line: bytes, special: bool = True) -> str | bytes:
-        """The UTF-8 ``line`` lower-cased, each :attr:`folding` character replaced by its
-        form (raises :class:`UnicodeDecodeError`). As bytes (lower-cased ASCII) when that
-        holds the same ASCII runs: when no :attr:`folding` character and no character of
-        :data:`LOWER_TO_ASCII` is in the line, every other character lower-cases to
-        characters outside ASCII, which end a run as the bytes of the character do.
-        ``special=False`` says the line holds none of them (:attr:`special_pattern`)."""
+    def project(self, line: bytes, special: bool = True) -> bytes:
+        """The UTF-8 ``line`` with each :attr:`folding` character and each character of
+        :data:`LOWER_TO_ASCII` replaced by its form, then its ASCII letters lower-cased
+        (raises :class:`UnicodeDecodeError` when it is not UTF-8). Its ASCII runs are those
+        of the line's lower case with the folding characters replaced: every other character
+        lower-cases to characters beyond ASCII, which end a run as its bytes do.
+        ``special=False`` says the line holds none of those characters
+        (:attr:`special_pattern`)."""
         if line.isascii():
             return line.lower()
-        text = line.decode()
+        line.decode()  # a line that is not UTF-8 is decoded, to say what is wrong
         if not special:
             return line.lower()
         rest = line.translate(None, _ASCII)  # the UTF-8 of the non-ASCII characters
         found = self.folding_pattern.findall(rest) if self.folding_pattern is not None else []
-        if not found:
-            if any(c in rest for c in _LOWER_TO_ASCII_UTF8):
-                return text.lower()
-            return line.lower()
         for char in set(found):
-            text = text.replace(char.decode(), self.folding[ord(char.decode())])
-        return text.lower()
+            line = line.replace(char, self.folding[ord(char.decode())].encode())
+        for char in _LOWER_TO_ASCII_UTF8:
+            if char in rest:
+                line = line.replace(char, char.decode().lower().encode())
+        return line.lower()
 
 
 def _trie_pattern(words: list[bytes]) -> bytes:
@@ -178,18 +176,8 @@ def line_may_match(line: bytes, plan: Plan, *, escapes: bool = True, special: bo
         low = plan.project(line, special)
     except UnicodeDecodeError:
         return True  # decoding it says what is wrong
-    if isinstance(low, bytes):
-        return _holds(low, [n.encode() for n in plan.needles], line, plan)
-    return _holds(low, plan.needles, line, plan)
-
-
-def _holds(low: AnyStr, needles: Sequence[AnyStr], line: bytes, plan: Plan) -> bool:
-    """Whether the projected ``low`` holds what a line that can match holds."""
-    if not all(n in low for n in needles):
+    if not all(n.encode() in low for n in plan.needles):
         return False
     if plan.digit_needles and TOOL_CALL not in line and IMAGE not in line:
-        digits = plan.digit_needles
-        if isinstance(low, bytes):
-            return all(n.encode() in low for n in digits)
-        return all(n in low for n in digits)
+        return all(n.encode() in low for n in plan.digit_needles)
     return True

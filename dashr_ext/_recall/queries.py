@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
 from .._pruned import archive_key, pruned_info
-from .._session import Session
-from .._turns import Turn
 from ..errors import ConfigError, RecallError
 from . import cold
 from .cursor import Cursor, parse_cursor
@@ -27,6 +25,10 @@ from .render import event_body, minute_utc, read_page
 from .result import RecallResult
 from .search import SNIPPET_CHARS, SearchIndex, normalize, snippet
 from .tools import tool_arguments, tool_schemas
+
+if TYPE_CHECKING:
+    from .._session import Session
+    from .._turns import Turn
 
 __all__ = ["Recall"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import AnyStr
 
-__all__ = ["SNIPPET_CHARS", "SearchIndex", "normalize", "snippet"]
+__all__ = ["SNIPPET_CHARS", "SearchIndex", "holds", "normalize", "snippet"]
 
 SNIPPET_CHARS = 240
 """Longest snippet text of a search hit (the ``…`` marks excluded)."""
@@ -58,11 +58,104 @@ _WS = re.compile(r"\s+")
 
 
 def _fold(text: str) -> str:
-    """Unicode compatibility caseless form (NFKC of the full case folding), spaces kept."""
+    """Unicode compatibility caseless form (NFKC of the full case folding), spaces kept.
+
+    Character by character when every character of ``text`` folds alone (:func:`_alone`),
+    else the whole text at once (:func:`_fold_whole`); both give the same text.
+    """
     if text.isascii():
         return text.lower()
+    folded = _fold_utf8(text.encode("utf-8", "surrogatepass").lower())
+    return folded.decode("utf-8", "surrogatepass") if folded is not None else _fold_whole(text)
+
+
+def _fold_utf8(data: bytes) -> bytes | None:
+    """The form, in UTF-8, of the text whose UTF-8 with ASCII letters lower-cased is
+    ``data``, when each of its characters folds alone; else None.
+
+    Each character beyond ASCII whose form differs is replaced by its form in the bytes
+    (UTF-8 never holds a character's bytes inside another's)."""
+    forms = _FORMS
+    for char in set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass")):
+        form = forms.get(char, "")
+        if form == "":
+            form = forms[char] = _alone(char)
+        if form is None:
+            return None
+        if form != char:
+            data = data.replace(
+                char.encode("utf-8", "surrogatepass"), form.encode("utf-8", "surrogatepass")
+            )
+    return data
+
+
+def _cut_before(data: bytes, at: int) -> bool:
+    """Whether the text whose UTF-8 is ``data`` folds as its two sides cut at byte ``at``:
+    at an end, before an ASCII character or before one that folds alone."""
+    if at >= len(data) or data[at] < 0x80:
+        return True
+    size = 2 if data[at] < 0xE0 else 3 if data[at] < 0xF0 else 4
+    char = data[at : at + size].decode("utf-8", "surrogatepass")
+    form = _FORMS.get(char, "")
+    if form == "":
+        form = _FORMS[char] = _alone(char)
+    return form is not None
+
+
+def _fold_whole(text: str) -> str:
     nfd = unicodedata.normalize("NFD", text).casefold()
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", nfd).casefold())
+
+
+_ASCII = bytes(range(128))
+_FORMS: dict[str, str | None] = {}
+"""Each character beyond ASCII met so far -> its form when it folds alone, else None."""
+
+
+def _starts_alone(text: str) -> bool:
+    """Whether ``text`` starts with a character nothing before it can combine with or move
+    past: a starter (combining class 0) that is no mark and no Hangul vowel or final jamo.
+    (Every character that canonical composition joins to a character before it is a mark
+    or one of those jamo.)"""
+    if not text:
+        return False
+    first = text[0]
+    point = ord(first)
+    return not (
+        unicodedata.combining(first)
+        or unicodedata.category(first)[0] == "M"
+        or 0x1160 <= point <= 0x11FF
+        or 0xD7B0 <= point <= 0xD7FF
+    )
+
+
+def _alone(char: str) -> str | None:
+    """The form of ``char`` when it is the same whatever stands around it, else None.
+
+    So it is when the character and each step of its folding (NFD, case fold, NFKD, case
+    fold) start with a character that :func:`_starts_alone`: then no step reorders or
+    composes across its edges, and a text of such characters and ASCII folds to their forms
+    joined. The form's own characters must be their own forms (so replacing one character
+    never changes another's form).
+    """
+    step = char
+    for fold in _STEPS:
+        step = fold(step)
+        if not _starts_alone(step):
+            return None
+    form = _fold_whole(char)
+    if any(not c.isascii() and _fold_whole(c) != c for c in form):
+        return None
+    return form
+
+
+_STEPS = (
+    str,
+    lambda text: unicodedata.normalize("NFD", text),
+    str.casefold,
+    lambda text: unicodedata.normalize("NFKD", text),
+    str.casefold,
+)
 
 
 def normalize(text: str) -> str:
@@ -72,6 +165,54 @@ def normalize(text: str) -> str:
     """
     out = " ".join(_fold(text).split())
     return text if out == text else out
+
+
+def holds(body: str, phrase: str) -> bool:
+    """``phrase in normalize(body)`` for a normalised ``phrase``, computed on less.
+
+    * A phrase without a space is in the collapsed form exactly when it is in the folded
+      one, and a phrase is in neither when one of its words is missing.
+    * A text folds as its two sides wherever it is cut before an ASCII character or one
+      that folds alone (:func:`_alone`), so a phrase of such characters, each its own form,
+      found as it is in the body's UTF-8 (ASCII letters lower-cased) with such a cut after
+      it, is in the form, and nothing else needs folding.
+    """
+    if body.isascii():
+        low = body.lower()
+        if " " not in phrase:
+            return phrase in low
+        return all(w in low for w in phrase.split(" ")) and phrase in " ".join(low.split())
+    data = body.encode("utf-8", "surrogatepass").lower()
+    if " " not in phrase and _fixed(phrase):
+        wanted = phrase.encode("utf-8", "surrogatepass")
+        at = data.find(wanted)
+        if at >= 0 and _cut_before(data, at + len(wanted)):
+            return True
+    folded_utf8 = _fold_utf8(data)
+    if folded_utf8 is None:
+        folded = _fold_whole(body)
+    elif " " not in phrase:
+        return phrase.encode("utf-8", "surrogatepass") in folded_utf8
+    else:
+        folded = folded_utf8.decode("utf-8", "surrogatepass")
+    if " " not in phrase:
+        return phrase in folded
+    return all(w in folded for w in phrase.split(" ")) and phrase in " ".join(folded.split())
+
+
+def _fixed(phrase: str) -> bool:
+    """Whether each character of ``phrase`` is ASCII or folds alone to itself."""
+    if phrase.isascii():
+        return True
+    forms = _FORMS
+    for char in set(phrase):
+        if not char.isascii():
+            form = forms.get(char, "")
+            if form == "":
+                form = forms[char] = _alone(char)
+            if form != char:
+                return False
+    return True
 
 
 def _narrow(text: str) -> bool:

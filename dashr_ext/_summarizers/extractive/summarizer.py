@@ -7,16 +7,14 @@ the keyword line, then fit the token budget.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..._templates import state_sections, summary_sections
 from ...errors import ConfigError, DashrError, SummarizerError
 from ..base import SUMMARY_MODES, SummaryRequest, SummaryResult
-from .gather import Limits, gather
-from .items import N_SECTIONS
-from .reading import read_span
-from .render import fit, parse_summary, summary_layout
-from .state import state_text
-from .stub import stub_text
+
+if TYPE_CHECKING:
+    from .gather import Limits
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -147,6 +145,15 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Summarize ``request.span`` as its mode asks, within the token budget."""
+        # The pipeline loads with the first summary, not with every session that may make one
+        # (a read-only open for ``dashr outline`` or ``read`` builds a summarizer, never calls it).
+        from .gather import gather
+        from .items import N_SECTIONS
+        from .reading import read_span
+        from .render import fit, parse_summary, summary_layout
+        from .state import state_text
+        from .stub import stub_text
+
         if not isinstance(request.max_summary_tokens, int) or request.max_summary_tokens <= 0:
             raise SummarizerError(
                 f"max_summary_tokens must be a positive integer, got {request.max_summary_tokens!r}"
@@ -181,6 +188,8 @@ class ExtractiveSummarizer:
         return self._result(text)
 
     def limits(self) -> Limits:
+        from .gather import Limits
+
         return Limits(
             self.first_request_chars,
             self.request_chars,

@@ -1,0 +1,110 @@
+"""The search form folds a text character by character when that is exact.
+
+``_fold`` must give exactly what normalising the whole text gives (``_fold_whole``: NFKC of
+the full case folding); these tests hold it to that over every code point, over the
+characters around which composition and case folding are known to misbehave, and over
+random texts mixing them.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dashr_ext._recall import search
+from dashr_ext._recall.search import _alone, _fold, _fold_whole, _starts_alone, holds, normalize
+
+TRICKY = (
+    "aZ09 ü\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
+    "한\u1100\u1161\u11a8가"  # a syllable, L V T jamo, LV syllable
+    "\u0b47\u0b3e\u09c7\u09be"  # Indic pairs that compose two starters
+    "\u13a0\uab70"  # Cherokee: case folding maps small letters to capitals
+    "Ａｚ𝐀𝔷①¼"  # compatibility forms
+    "\u00a0\u2028\u3000\x1c\t\n "  # whitespace str.split knows
+    "é\u0301\u0327\u05b0"  # combining marks, reordered among themselves
+    "\u0f73\u0f71\u0f72"  # a starter whose decomposition starts with a mark
+    "😀\U0001f3fd\u200d"
+    "\ud800\udc00"  # lone surrogates
+)
+
+
+def _points() -> list[int]:
+    """Every code point of the BMP and every 7th one beyond it."""
+    return [*range(0x10000), *range(0x10000, sys.maxunicode + 1, 7)]
+
+
+def test_every_character_that_composes_with_the_one_before_is_a_mark_or_a_jamo() -> None:
+    # the claim _starts_alone rests on, checked against this Python's Unicode data
+    seconds = set()
+    for point in range(sys.maxunicode + 1):
+        decomposition = unicodedata.decomposition(chr(point))
+        if decomposition and not decomposition.startswith("<"):
+            parts = decomposition.split()
+            if len(parts) == 2:
+                seconds.add(chr(int(parts[1], 16)))
+    assert seconds, "no canonical pairs: the check would hold vacuously"
+    assert [c for c in seconds if _starts_alone(c)] == []
+    assert not any(c.isascii() for c in seconds)  # a cut before ASCII is always a cut
+    # Hangul composes algorithmically (no decomposition entry): vowels and trailing jamo
+    assert not _starts_alone("\u1161") and not _starts_alone("\u11a8")
+
+
+def test_each_character_alone_and_in_company_folds_as_the_whole_text() -> None:
+    contexts = ("{}", "a{}b", "{}\u0301", "\u00fc{}", "{}{}", "Z{}ß")
+    wrong = []
+    for point in _points():
+        char = chr(point)
+        for context in contexts:
+            text = context.format(char, char)
+            if _fold(text) != _fold_whole(text):
+                wrong.append((hex(point), context))
+    assert wrong == []
+
+
+def test_characters_that_depend_on_their_neighbours_are_folded_with_the_whole_text() -> None:
+    for char in ("\u0301", "\u0345", "\u1161", "\u11a8", "\u0b3e", "\u0f73"):
+        assert _alone(char) is None, hex(ord(char))
+    alone = (("Ü", "ü"), ("ß", "ss"), ("ﬁ", "fi"), ("K", "k"), ("한", "한"), ("😀", "😀"))
+    for char, form in (*alone, ("\uab70", "\u13a0")):  # Cherokee folds to capitals
+        assert _alone(char) == form
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(TRICKY), max_size=40))
+def test_fold_and_normalize_equal_the_whole_text_forms(text: str) -> None:
+    assert _fold(text) == _fold_whole(text)
+    assert normalize(text) == " ".join(_fold_whole(text).split())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(TRICKY), max_size=40),
+    st.integers(0, 40),
+    st.integers(1, 12),
+    st.text(alphabet=st.sampled_from(TRICKY), max_size=6),
+)
+def test_holds_is_phrase_in_normalize(text: str, start: int, size: int, other: str) -> None:
+    for phrase in (normalize(text[start : start + size]), normalize(other)):
+        if phrase:
+            assert holds(text, phrase) == (phrase in normalize(text)), phrase
+
+
+def test_a_text_of_characters_that_fold_alone_is_never_normalised_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "Die Überprüfung der STRASSE — straße, ﬁle; 😀 한국어 " * 2_000
+    _fold(text)  # learns each character's form
+    calls: list[int] = []
+    real = search._fold_whole
+    monkeypatch.setattr(search, "_fold_whole", lambda t: calls.append(len(t)) or real(t))
+    assert _fold(text) == real(text)
+    assert calls == []
+    assert holds(text, normalize("überprüfung der strasse")) and calls == []
+    assert not holds(text, "strasse—") and calls == []
+    # one character that composes with its neighbour: the whole text is normalised
+    assert _fold(text + "e\u0301") == real(text + "e\u0301")
+    assert calls == [len(text) + 2]
