@@ -16,7 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dashr_ext._recall import search
-from dashr_ext._recall.search import _alone, _fold, _fold_whole, _starts_alone, holds, normalize
+from dashr_ext._recall.search import (
+    _SPACE_BYTES,
+    _SPACES_BEYOND_ASCII,
+    _alone,
+    _fold,
+    _fold_whole,
+    _starts_alone,
+    holds,
+    normalize,
+)
 
 TRICKY = (
     "aZ09 ü\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
@@ -24,7 +33,7 @@ TRICKY = (
     "\u0b47\u0b3e\u09c7\u09be"  # Indic pairs that compose two starters
     "\u13a0\uab70"  # Cherokee: case folding maps small letters to capitals
     "Ａｚ𝐀𝔷①¼"  # compatibility forms
-    "\u00a0\u2028\u3000\x1c\t\n "  # whitespace str.split knows
+    "\u00a0\u2028\u3000\u2009\x85\x1c\x1f\r\t\n  "  # whitespace str.split knows
     "é\u0301\u0327\u05b0"  # combining marks, reordered among themselves
     "\u0f73\u0f71\u0f72"  # a starter whose decomposition starts with a mark
     "😀\U0001f3fd\u200d"
@@ -108,3 +117,15 @@ def test_a_text_of_characters_that_fold_alone_is_never_normalised_whole(
     # one character that composes with its neighbour: the whole text is normalised
     assert _fold(text + "e\u0301") == real(text + "e\u0301")
     assert calls == [len(text) + 2]
+
+
+def test_the_whitespace_collapsed_in_bytes_is_what_str_split_splits_on() -> None:
+    spaces = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert {c for c in spaces if not c.isascii()} == _SPACES_BEYOND_ASCII
+    assert {chr(b) for b in range(128) if _SPACE_BYTES[b] == 32} == {
+        c for c in spaces if c.isascii()
+    }
+    assert _SPACE_BYTES[128:] == bytes(range(128, 256))
+    text = "Straße\n\n  über\x1c\x1fALLES\t " * 3 + "\u2003ende\u00a0 "
+    assert normalize(text) == " ".join(_fold_whole(text).split())
+    assert normalize(text[:-12]) == " ".join(_fold_whole(text[:-12]).split())

@@ -69,14 +69,17 @@ def _fold(text: str) -> str:
     return folded.decode("utf-8", "surrogatepass") if folded is not None else _fold_whole(text)
 
 
-def _fold_utf8(data: bytes) -> bytes | None:
+def _fold_utf8(data: bytes, refused: frozenset[str] = frozenset()) -> bytes | None:
     """The form, in UTF-8, of the text whose UTF-8 with ASCII letters lower-cased is
-    ``data``, when each of its characters folds alone; else None.
+    ``data``, when each of its characters folds alone and none is in ``refused``; else None.
 
     Each character beyond ASCII whose form differs is replaced by its form in the bytes
     (UTF-8 never holds a character's bytes inside another's)."""
     forms = _FORMS
-    for char in set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass")):
+    chars = set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))
+    if refused and not refused.isdisjoint(chars):
+        return None
+    for char in chars:
         form = forms.get(char, "")
         if form == "":
             form = forms[char] = _alone(char)
@@ -163,8 +166,31 @@ def normalize(text: str) -> str:
 
     A text already in that form is returned itself (no copy is kept).
     """
-    out = " ".join(_fold(text).split())
+    if text.isascii():
+        out = " ".join(text.lower().split())
+    else:
+        data = text.encode("utf-8", "surrogatepass").lower()
+        folded = _fold_utf8(data, _SPACES_BEYOND_ASCII)
+        if folded is not None:
+            # Only ASCII whitespace: collapsed in the bytes (each run to one space), which
+            # makes no string per word as ``split`` does.
+            folded = folded.translate(_SPACE_BYTES)
+            if b"  " in folded:
+                folded = _SPACE_RUN.sub(b" ", folded)
+            out = folded.strip(b" ").decode("utf-8", "surrogatepass")
+        else:
+            out = " ".join(_fold(text).split())
     return text if out == text else out
+
+
+_SPACE_BYTES = bytes(32 if chr(b).isspace() else b for b in range(128)) + bytes(range(128, 256))
+"""Every ASCII character ``str.split`` splits on made a space, other bytes kept."""
+_SPACE_RUN = re.compile(b"  +")
+_SPACES_BEYOND_ASCII = frozenset("\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
+    map(chr, range(0x2000, 0x200B))
+)
+"""The whitespace characters beyond ASCII (``str.split`` splits on them too; a test checks
+the list against this Python's Unicode data)."""
 
 
 def holds(body: str, phrase: str) -> bool:
