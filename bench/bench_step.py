@@ -29,6 +29,7 @@ stepped the same way.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -241,6 +242,59 @@ class Probe:
         return timed(self.d.measure)
 
 
+class Collections:
+    """Cyclic GC collections (count, seconds) while ``on``, through ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.count = 0
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        elif self.on:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._start
+
+
+def alone(probes: dict[int, Probe], steps: int) -> dict[int, dict[str, float]]:
+    """Each size stepped by itself, as one agent loop steps its session (the other sizes'
+    requests dropped): ``steps`` steps, each keeping its request until the next frees it, then
+    as many bare copies ``list(items)`` of the rendered messages, each kept until the next.
+    The mean of the steps includes the cyclic GC's collections their allocations trigger
+    (timed apart too), which a median leaves out."""
+    out = {}
+    collections = Collections()
+    gc.callbacks.append(collections)
+    try:
+        for n, probe in probes.items():
+            for other in probes.values():
+                other.kept.clear()
+            for _ in range(5):
+                probe.step_total()
+            collections.count, collections.seconds = 0, 0.0
+            collections.on = True
+            step_times = [probe.step_total() for _ in range(steps)]
+            collections.on = False
+            probe.kept.clear()
+            for _ in range(3):
+                probe.copy()
+            copy_times = [probe.copy() for _ in range(steps)]
+            probe.kept.clear()
+            out[n] = {
+                "alone": statistics.median(step_times) * 1e3,
+                "alone_mean": statistics.mean(step_times) * 1e3,
+                "alone_copy": statistics.median(copy_times) * 1e3,
+                "gc": collections.seconds / steps * 1e3,
+                "collections": collections.count,
+            }
+    finally:
+        gc.callbacks.remove(collections)
+    return out
+
+
 def measure_all(ds: dict[int, Dashr], steps: int) -> dict[int, dict[str, float]]:
     """Medians in ms per size; the sizes take turns, so the machine's noise hits them alike."""
     probes = {n: Probe(d) for n, d in ds.items()}
@@ -254,6 +308,7 @@ def measure_all(ds: dict[int, Dashr], steps: int) -> dict[int, dict[str, float]]
         for _ in range(steps):
             for n, probe in probes.items():
                 samples[n][kind].append(getattr(probe, kind)())
+    by_itself = alone(probes, steps)
     out = {}
     for n, d in ds.items():
         reps = 3 if len(d.session.surface) >= 500_000 else 7
@@ -267,6 +322,7 @@ def measure_all(ds: dict[int, Dashr], steps: int) -> dict[int, dict[str, float]]
             "copy": statistics.median(samples[n]["copy"]) * 1e3,
             "measure": statistics.median(samples[n]["measure"]) * 1e3,
             "old": statistics.median(old) * 1e3,
+            **by_itself[n],
         }
     return out
 
@@ -337,7 +393,9 @@ def main() -> None:
                     f"run {r + 1} {shape:9} {n:>9,} events: surface {res['surface']:,.0f}, "
                     f"step {res['step']:.3f} ms (without the list {res['no_copy']:.3f}, list copy "
                     f"{res['copy']:.3f}), measure {res['measure']:.3f} ms, old request "
-                    f"{res['old']:.1f} ms",
+                    f"{res['old']:.1f} ms; alone: step {res['alone']:.3f} (copy "
+                    f"{res['alone_copy']:.3f}), mean {res['alone_mean']:.3f}, GC "
+                    f"{res['gc']:.3f} ms/step ({res['collections']:.0f} collections)",
                     flush=True,
                 )
         if args.log:
@@ -406,12 +464,59 @@ def report(
             f"| {spread(col['no_copy'])} | – | {spread(col['copy'])} | {spread(col['measure'])} "
             f"| – | {spread(col['old'])} | – |"
         )
+    lines += alone_report(runs, sizes, args.steps)
     lines.append("")
-    lines.append("Target, flat within 1.5× of the 1k figure (worst run):")
+    lines.append("Target, flat within 1.5× of the 1k figure (worst run; the first table):")
     lines.append("")
     for shape, n, label, worst in verdicts:
         mark = "met" if worst <= 1.5 else "MISSED"
         lines.append(f"* {shape}, {label}, {n:,} events: {worst:.2f}× — {mark}")
+    return lines
+
+
+def alone_report(
+    runs: dict[tuple[str, int], list[dict[str, float]]], sizes: list[int], steps: int
+) -> list[str]:
+    """The second table: each size stepped by itself (see :func:`alone`)."""
+    lines = [
+        "",
+        f"Each size stepped by itself, as one agent loop steps its session ({steps} steps, "
+        "the other sizes' requests dropped), then as many bare copies: the step's median; the "
+        "step minus the copy (per run, medians); the bare copy `list(items)` of the n rendered "
+        "messages, each kept until the next frees it as a step frees the previous request (the "
+        "one cost the contract, a new list each call, makes grow); its share of the step's "
+        "growth over the 1k figure; the mean step, which includes the cyclic GC's collections "
+        "the steps trigger, and the time in those collections per step (collections per run).",
+        "",
+        "| shape | events | step alone | ratio | step − copy | ratio | list copy | copy's share "
+        "of the growth | mean step | ratio | GC ms/step (collections) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shape in ("history", "compacted"):
+        base = runs.get((shape, sizes[0]))
+        for n in sizes:
+            rs = runs.get((shape, n))
+            if not rs or not base:
+                continue
+            col = {k: [r[k] for r in rs] for k in rs[0]}
+            bcol = {k: [r[k] for r in base] for k in base[0]}
+            rest = [a - c for a, c in zip(col["alone"], col["alone_copy"], strict=True)]
+            brest = [a - c for a, c in zip(bcol["alone"], bcol["alone_copy"], strict=True)]
+            grow = [a - b for a, b in zip(col["alone"], bcol["alone"], strict=True)]
+            copy_grow = [a - b for a, b in zip(col["alone_copy"], bcol["alone_copy"], strict=True)]
+            if n == sizes[0] or min(grow) < 0.5 * statistics.median(bcol["alone"]):
+                share = "–"
+            else:
+                shares = [c / g * 100 for c, g in zip(copy_grow, grow, strict=True)]
+                share = f"{statistics.median(shares):.0f}% ({min(shares):.0f}–{max(shares):.0f})"
+            lines.append(
+                f"| {shape} | {n:,} | {spread(col['alone'])} "
+                f"| {ratio_spread(col['alone'], bcol['alone'])} "
+                f"| {spread(rest)} | {ratio_spread(rest, brest)} | {spread(col['alone_copy'])} "
+                f"| {share} | {spread(col['alone_mean'])} "
+                f"| {ratio_spread(col['alone_mean'], bcol['alone_mean'])} "
+                f"| {spread(col['gc'])} ({'/'.join(f'{c:.0f}' for c in col['collections'])}) |"
+            )
     return lines
 
 

@@ -395,7 +395,9 @@ class Dashr:
 
         A new list each call, at O(new nodes) cost: each node's message is rendered once and
         the dicts are shared between calls, so copy one before changing it (``dict(m)``,
-        ``copy.deepcopy(m)``); changing it in place would change later requests too.
+        ``copy.deepcopy(m)``); changing it in place would change later requests too. On
+        CPython the list is not tracked by the cyclic GC (a young collection need not walk
+        it): it is freed when its last reference goes, so do not put it inside itself.
         """
         self.engine.before_request(self._extra())  # takes the lock itself, never to summarize
         with self.session.lock:

@@ -631,12 +631,12 @@ class Session:
             return iter([self._events[seq] for seq in self._surface])
 
     def messages(self, format: Literal["openai"] = "openai") -> list[dict[str, Any]]:
-        """The next request's messages, derived from the current surface (SPEC §3.2): a new
-        list; its dicts are renderings cached per node, so copy one before changing it."""
+        """The next request's messages (SPEC §3.2): a new list, out of the cyclic GC; its
+        dicts are renderings cached per node, so copy one before changing it."""
         if format != "openai":
             raise ValueError(f"format: expected 'openai', got {format!r}")
         with self._lock:  # renderings are cached per node: a step renders only its own
-            return [*envelope_messages(self), *self._rendered.sync(self._surface, self._events)]
+            return self._rendered.request(envelope_messages(self), self._surface, self._events)
 
     def record_openai(
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]

@@ -9,14 +9,16 @@ a replace takes the node off the surface.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache
 from itertools import islice
 from typing import Any, Generic, TypeVar, overload
 
 from ._events import Event
 from ._formats import openai
 
-__all__ = ["Positions", "Renderings", "Snapshot"]
+__all__ = ["Positions", "Renderings", "Snapshot", "untrack"]
 
 T = TypeVar("T")
 
@@ -110,6 +112,20 @@ class Renderings:
             self.rendered += len(surface) - done
         return items
 
+    def request(
+        self, envelope: list[dict[str, Any]], surface: list[int], events: Sequence[Event]
+    ) -> list[dict[str, Any]]:
+        """A new list: ``envelope`` then the renderings of ``surface``, for the caller to keep.
+
+        The one cost that grows with the surface is its copy, one pointer a node: the list is
+        built by a single concatenation at its exact size, and it is left out of the cyclic
+        GC (:func:`untrack`), so the young collections that run while the caller holds it do
+        not walk its million pointers again.
+        """
+        out = envelope + self.sync(surface, events)
+        untrack(out)
+        return out
+
     def replace(self, a: int, b: int, event: Event) -> None:
         """Positions ``a..b`` became ``event``'s node."""
         items = self.items
@@ -143,3 +159,30 @@ class Positions:
         if key is not None and key[0] == version and key[1] is surface:
             self._map[surface[-1]] = len(surface) - 1
             self._key = (version + 1, surface)
+
+
+@cache
+def _untracker() -> Callable[[object], None]:
+    """CPython's ``PyObject_GC_UnTrack``, a function of its own (the shared ``pythonapi``
+    attribute keeps its settings); where there is none, a function that does nothing.
+    Resolved on first use: importing ctypes costs a few ms that loading need not pay."""
+    if sys.implementation.name != "cpython":
+        return lambda obj: None
+    try:
+        import ctypes
+
+        proto = ctypes.PYFUNCTYPE(None, ctypes.py_object)
+        return proto(("PyObject_GC_UnTrack", ctypes.pythonapi))
+    except (ImportError, AttributeError, OSError):  # a build without ctypes
+        return lambda obj: None
+
+
+def untrack(obj: object) -> None:
+    """Take a new list out of the cyclic GC's generations (CPython): it is freed by reference
+    counting alone. For a list that holds only message dicts which never refer back to it: a
+    young collection traverses every container allocated since the previous one, and a
+    request list of a million messages made each collection while the caller holds it cost a
+    walk over a million objects (tens of ms, every few dozen steps). Cycles through the list
+    itself (the caller putting it inside one of its own items) are then freed only when
+    broken."""
+    _untracker()(obj)

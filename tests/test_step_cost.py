@@ -10,8 +10,10 @@ the incremental messages and measurement equal a from-scratch rebuild.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
+import sys
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -203,6 +205,39 @@ def test_a_measure_and_the_surface_allocate_the_same_at_every_size(
         sizes = per_size(sessions, count)
         assert max(sizes.values()) < 65_536, sizes  # a copy of the 100k surface is 800 kB
         assert max(sizes.values()) - min(sizes.values()) < 4_096, sizes
+
+
+def young_references(d: Dashr) -> int:
+    """References a young collection walks right after a step, with its request still held:
+    the containers allocated since everything older was collected, and what each holds."""
+    step(d)
+    gc.collect()  # what is older than this request leaves the young generations
+    kept = d.request_messages()
+    refs = sum(len(gc.get_referents(o)) for g in (0, 1) for o in gc.get_objects(generation=g))
+    assert len(kept) == len(d.session.surface) + 1
+    return refs
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's cyclic GC")
+def test_a_young_collection_during_a_step_walks_the_same_at_every_size(
+    sessions: dict[int, Dashr],
+) -> None:
+    """The request list (one pointer a node) is left out of the cyclic GC: a young
+    collection while the agent holds it would walk 100k pointers at 100k events."""
+    sizes = per_size(sessions, young_references)
+    assert max(sizes.values()) < 10_000, sizes
+    assert max(sizes.values()) - min(sizes.values()) < 1_000, sizes
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's cyclic GC")
+def test_the_request_list_is_freed_by_reference_counting_alone() -> None:
+    d = stepped_dashr(1_000)
+    messages = d.request_messages()
+    assert not gc.is_tracked(messages)
+    assert all(gc.is_tracked(m) for m in messages if "tool_calls" in m)  # the dicts stay in
+    messages.append({"role": "user", "content": "mine"})  # still a plain list of its own
+    assert type(messages) is list and messages[-1]["content"] == "mine"
+    assert d.request_messages() == to_openai(d.session) == messages[:-1]
 
 
 class CountingList(Sequence[Checkpoint]):
