@@ -511,11 +511,11 @@ def _in_range(limit: object, high: int) -> bool:
 
 def needles_of(p: Plan | None) -> list[Needle]:
     """What the scan looks for so that the candidates of ``p`` are found: the primary
-    needle, and whatever lets a line hold the phrase without it (the special pattern
+    needle, and whatever lets a line hold the phrase without it (the special characters
     second: the lines it finds are tested with it, the others without)."""
     if p is None:
         return []
-    found: list[Needle] = [p.primary, p.special_pattern]
+    found: list[Needle] = [p.primary, p.special_chars]
     if p.primary_has_digit:
         found += [TOOL_CALL, IMAGE]
     return found

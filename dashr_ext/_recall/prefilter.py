@@ -79,6 +79,8 @@ class Plan:
     special_pattern: re.Pattern[bytes]
     """Finds the UTF-8 of any character of :attr:`folding` or :data:`LOWER_TO_ASCII`: a line
     without one is tested on its lower-cased bytes."""
+    special_chars: frozenset[str] = frozenset()
+    """The characters :attr:`special_pattern` finds."""
 
     def project(self, line: bytes, special: bool = True) -> bytes:
         """The UTF-8 ``line`` with each :attr:`folding` character and each character of
@@ -151,6 +153,7 @@ def plan(phrase: str) -> Plan | None:
             re.compile(_trie_pattern(sorted(chr(c).encode() for c in folding))) if folding else None
         ),
         special_pattern=re.compile(_trie_pattern(special)),
+        special_chars=frozenset(c.decode() for c in special),
     )
 
 

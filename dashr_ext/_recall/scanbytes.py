@@ -7,7 +7,6 @@ found with StringZilla (SIMD substring search), a line's start by the newline be
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 
 import stringzilla as sz
@@ -21,7 +20,8 @@ LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
 """ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
 ASCII = bytes(range(128))
 
-Needle = bytes | re.Pattern[bytes]
+Needle = bytes | frozenset[str]
+"""A needle: bytes, or characters beyond ASCII any of which is looked for."""
 
 
 class Refused(Exception):
@@ -79,12 +79,12 @@ def needle_lines(
     buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
     find, rfind = sz.find, sz.rfind
     for k, needle in enumerate(needles):
-        if isinstance(needle, re.Pattern):
-            # A pattern finding non-ASCII characters: which of them are in the piece is
-            # seen in its bytes beyond ASCII (UTF-8 keeps a character's bytes whole there);
-            # each is then found as bytes.
-            found = needle.findall(low.translate(None, ASCII))
-            strings = sorted(set(found)) if len(found) > 1 else found
+        if isinstance(needle, frozenset):
+            # Characters beyond ASCII: which of them are in the piece is seen in its bytes
+            # beyond ASCII, decoded (bytes a line cut short left over past ``cut`` decode to
+            # escapes, none of them such a character); each is then found as bytes.
+            rest = low.translate(None, ASCII).decode("utf-8", "surrogateescape")
+            strings = sorted(c.encode() for c in needle.intersection(rest))
         else:
             strings = [needle]
         for string in strings:
