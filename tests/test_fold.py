@@ -28,7 +28,7 @@ from dashr_ext._recall.search import (
 )
 
 TRICKY = (
-    "aZ09 ü\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
+    "aZ09 üÜÉ\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
     "한\u1100\u1161\u11a8가"  # a syllable, L V T jamo, LV syllable
     "\u0b47\u0b3e\u09c7\u09be"  # Indic pairs that compose two starters
     "\u13a0\uab70"  # Cherokee: case folding maps small letters to capitals
@@ -137,3 +137,15 @@ def test_the_remembered_forms_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     text = "ÄÖÜß—éàçñø"
     assert _fold(text) == _fold_whole(text)
     assert 0 < len(search._FORMS) <= 4
+
+
+def test_a_capitalised_word_is_confirmed_where_it_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = "Die Überprüfung läuft; Été, ÉTÉ " * 500
+    holds(body, "überprüfung")  # learns the characters' forms
+    folded: list[bytes] = []
+    real = search._fold_utf8
+    monkeypatch.setattr(search, "_fold_utf8", lambda *a: folded.append(a[0]) or real(*a))
+    assert holds(body, "überprüfung") and holds(body, "été") and folded == []
+    assert not holds(body, "überprüfungen") and len(folded) == 1  # no: the whole form says
+    assert holds("xberprüfung", "überprüfung") is False
+    assert holds("Ü\u0308berprüfung", "überprüfung") is False  # the mark joins the Ü

@@ -214,11 +214,8 @@ def holds(body: str, phrase: str) -> bool:
             return phrase in low
         return all(w in low for w in phrase.split(" ")) and phrase in " ".join(low.split())
     data = body.encode("utf-8", "surrogatepass").lower()
-    if " " not in phrase and _fixed(phrase):
-        wanted = phrase.encode("utf-8", "surrogatepass")
-        at = data.find(wanted)
-        if at >= 0 and _cut_before(data, at + len(wanted)):
-            return True
+    if " " not in phrase and _fixed(phrase) and _found_alone(data, phrase):
+        return True
     folded_utf8 = _fold_utf8(data)
     if folded_utf8 is None:
         folded = _fold_whole(body)
@@ -229,6 +226,26 @@ def holds(body: str, phrase: str) -> bool:
     if " " not in phrase:
         return phrase in folded
     return all(w in folded for w in phrase.split(" ")) and phrase in " ".join(folded.split())
+
+
+def _found_alone(data: bytes, phrase: str) -> bool:
+    """Whether ``phrase`` (of characters that fold alone to themselves) stands in ``data``
+    (a body's UTF-8, ASCII letters lower-cased) with a cut after it, as it is or with its
+    first character beyond ASCII in a form that folds to it (``Ü`` for ``ü``)."""
+    wanted = phrase.encode("utf-8", "surrogatepass")
+    at = data.find(wanted)
+    if at >= 0 and _cut_before(data, at + len(wanted)):
+        return True
+    if phrase[0].isascii() or len(phrase) == 1:
+        return False
+    rest = wanted[len(phrase[0].encode("utf-8", "surrogatepass")) :]
+    at = data.find(rest, 1)
+    if at < 0 or not _cut_before(data, at + len(rest)):
+        return False
+    start = at - 1
+    while start > 0 and 0x80 <= data[start] < 0xC0:  # back to the first byte of its character
+        start -= 1
+    return _form(data[start:at].decode("utf-8", "surrogatepass")) == phrase[0]
 
 
 def _fixed(phrase: str) -> bool:
