@@ -795,3 +795,12 @@ def test_the_first_search_of_a_large_session_runs_no_older_collection(big_log: P
             gc.callbacks.remove(count)
         assert d.recall._search.count == 0 and "1 matched" in str(result)
     assert runs[1] == runs[2] == 0 and runs[0] < 20
+
+
+def test_the_plans_special_characters_are_what_its_pattern_finds() -> None:
+    for query in ("scheduler", "xyzzy plugh", "trace id 42", "Überprüfung", "kelvin fi"):
+        p = plan(normalize(query))
+        assert p is not None and p.special_chars
+        every = b"".join(c.encode() for c in sorted(p.special_chars))
+        assert {m.decode() for m in p.special_pattern.findall(every)} == p.special_chars
+        assert LOWER_TO_ASCII[0] in p.special_chars and LOWER_TO_ASCII[1] in p.special_chars
