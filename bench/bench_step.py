@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +363,23 @@ def child(args: list[str]) -> dict[str, Any]:
     return result
 
 
+def _columns(
+    runs: dict[tuple[str, int], list[dict[str, float]]], sizes: list[int]
+) -> Iterator[tuple[str, int, dict[str, list[float]], dict[str, list[float]]]]:
+    """Each shape and size measured, with its figures by column and the first size's."""
+    for shape in ("history", "compacted"):
+        base = runs.get((shape, sizes[0]))
+        for n in sizes:
+            rs = runs.get((shape, n))
+            if rs and base:
+                yield (
+                    shape,
+                    n,
+                    {k: [r[k] for r in rs] for k in rs[0]},
+                    {k: [r[k] for r in base] for k in base[0]},
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -429,32 +446,25 @@ def report(
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     verdicts = []
-    for shape in ("history", "compacted"):
-        base = runs.get((shape, sizes[0]))
-        for n in sizes:
-            rs = runs.get((shape, n))
-            if not rs or not base:
+    for shape, n, col, bcol in _columns(runs, sizes):
+        old_ratio = [o / s for o, s in zip(col["old"], col["step"], strict=True)]
+        lines.append(
+            f"| {shape} | {n:,} | {statistics.median(col['surface']):,.0f} "
+            f"| {spread(col['step'])} | {ratio_spread(col['step'], bcol['step'])} "
+            f"| {spread(col['no_copy'])} | {ratio_spread(col['no_copy'], bcol['no_copy'])} "
+            f"| {spread(col['copy'])} "
+            f"| {spread(col['measure'])} | {ratio_spread(col['measure'], bcol['measure'])} "
+            f"| {spread(col['old'])} | {statistics.median(old_ratio):.0f}× |"
+        )
+        for key, label in (
+            ("step", "step"),
+            ("no_copy", "step without the list"),
+            ("measure", "measure"),
+        ):
+            if n == sizes[0]:
                 continue
-            col = {k: [r[k] for r in rs] for k in rs[0]}
-            bcol = {k: [r[k] for r in base] for k in base[0]}
-            old_ratio = [o / s for o, s in zip(col["old"], col["step"], strict=True)]
-            lines.append(
-                f"| {shape} | {n:,} | {statistics.median(col['surface']):,.0f} "
-                f"| {spread(col['step'])} | {ratio_spread(col['step'], bcol['step'])} "
-                f"| {spread(col['no_copy'])} | {ratio_spread(col['no_copy'], bcol['no_copy'])} "
-                f"| {spread(col['copy'])} "
-                f"| {spread(col['measure'])} | {ratio_spread(col['measure'], bcol['measure'])} "
-                f"| {spread(col['old'])} | {statistics.median(old_ratio):.0f}× |"
-            )
-            for key, label in (
-                ("step", "step"),
-                ("no_copy", "step without the list"),
-                ("measure", "measure"),
-            ):
-                if n == sizes[0]:
-                    continue
-                worst = max(v / b for v, b in zip(col[key], bcol[key], strict=True))
-                verdicts.append((shape, n, label, worst))
+            worst = max(v / b for v, b in zip(col[key], bcol[key], strict=True))
+            verdicts.append((shape, n, label, worst))
     if ("log", 0) in runs:
         rs = runs[("log", 0)]
         col = {k: [r[k] for r in rs] for k in rs[0]}
@@ -492,31 +502,24 @@ def alone_report(
         "of the growth | mean step | ratio | GC ms/step (collections) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for shape in ("history", "compacted"):
-        base = runs.get((shape, sizes[0]))
-        for n in sizes:
-            rs = runs.get((shape, n))
-            if not rs or not base:
-                continue
-            col = {k: [r[k] for r in rs] for k in rs[0]}
-            bcol = {k: [r[k] for r in base] for k in base[0]}
-            rest = [a - c for a, c in zip(col["alone"], col["alone_copy"], strict=True)]
-            brest = [a - c for a, c in zip(bcol["alone"], bcol["alone_copy"], strict=True)]
-            grow = [a - b for a, b in zip(col["alone"], bcol["alone"], strict=True)]
-            copy_grow = [a - b for a, b in zip(col["alone_copy"], bcol["alone_copy"], strict=True)]
-            if n == sizes[0] or min(grow) < 0.5 * statistics.median(bcol["alone"]):
-                share = "–"
-            else:
-                shares = [c / g * 100 for c, g in zip(copy_grow, grow, strict=True)]
-                share = f"{statistics.median(shares):.0f}% ({min(shares):.0f}–{max(shares):.0f})"
-            lines.append(
-                f"| {shape} | {n:,} | {spread(col['alone'])} "
-                f"| {ratio_spread(col['alone'], bcol['alone'])} "
-                f"| {spread(rest)} | {ratio_spread(rest, brest)} | {spread(col['alone_copy'])} "
-                f"| {share} | {spread(col['alone_mean'])} "
-                f"| {ratio_spread(col['alone_mean'], bcol['alone_mean'])} "
-                f"| {spread(col['gc'])} ({'/'.join(f'{c:.0f}' for c in col['collections'])}) |"
-            )
+    for shape, n, col, bcol in _columns(runs, sizes):
+        rest = [a - c for a, c in zip(col["alone"], col["alone_copy"], strict=True)]
+        brest = [a - c for a, c in zip(bcol["alone"], bcol["alone_copy"], strict=True)]
+        grow = [a - b for a, b in zip(col["alone"], bcol["alone"], strict=True)]
+        copy_grow = [a - b for a, b in zip(col["alone_copy"], bcol["alone_copy"], strict=True)]
+        if n == sizes[0] or min(grow) < 0.5 * statistics.median(bcol["alone"]):
+            share = "–"
+        else:
+            shares = [c / g * 100 for c, g in zip(copy_grow, grow, strict=True)]
+            share = f"{statistics.median(shares):.0f}% ({min(shares):.0f}–{max(shares):.0f})"
+        lines.append(
+            f"| {shape} | {n:,} | {spread(col['alone'])} "
+            f"| {ratio_spread(col['alone'], bcol['alone'])} "
+            f"| {spread(rest)} | {ratio_spread(rest, brest)} | {spread(col['alone_copy'])} "
+            f"| {share} | {spread(col['alone_mean'])} "
+            f"| {ratio_spread(col['alone_mean'], bcol['alone_mean'])} "
+            f"| {spread(col['gc'])} ({'/'.join(f'{c:.0f}' for c in col['collections'])}) |"
+        )
     return lines
 
 
