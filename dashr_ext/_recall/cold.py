@@ -12,10 +12,12 @@ makes one cheap pass over each piece, keeping only what the result needs:
   replacements (checkpoint nodes, pruned nodes) and any message naming a pruned original or
   a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
   of each shadowed or pruned seq, and the recall settings the log records;
-* the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase;
-  only those are decoded and matched exactly as :class:`~.queries.Recall` matches them, as
-  their piece is scanned. A matched event is kept while the kept ones are few; the others
-  keep their place in the file and are read again if they are shown.
+* the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
+  (its needles found in a lower-cased copy of the piece with StringZilla, see
+  :mod:`.scanbytes`); only those are decoded and matched exactly as
+  :class:`~.queries.Recall` matches them (:func:`~.search.holds`), as their piece is
+  scanned. A matched event is kept while the kept ones are few; the others keep their
+  place in the file and are read again if they are shown.
 
 The result is the text ``Recall.search`` gives for the same file: the same hits, owners,
 snippets, order and counts. Whatever this pass does not handle exactly gives None, and the
