@@ -213,6 +213,14 @@ _DELETE = object()
         ),
         (_with(REPLACE, ("sourceEventSeqs",), _DELETE), "a replace must carry sourceEventSeqs"),
         (
+            _with(REPLACE, ("sourceEventSeqs",), [1, 2, True]),
+            "event.sourceEventSeqs: expected a list of integers",
+        ),
+        (
+            _with(REPLACE, ("sourceEventSeqs",), [1, 2.0]),
+            "event.sourceEventSeqs: expected a list of integers",
+        ),
+        (
             _with(REPLACE, ("surfaceOp",), {"op": "replace", "startSeq": 1}),
             "a replace needs integer startSeq and endSeq",
         ),
@@ -269,3 +277,25 @@ def test_usage_and_summary_payload_types_are_checked() -> None:
     end = {"seq": 8, "type": "compaction/end", "time": 3, "data": {"compactionId": 5}}
     with pytest.raises(EventError, match="compactionId: expected str, got int"):
         Event.from_json(end)
+
+
+@pytest.mark.parametrize("seqs", [[5, 6], [5, True], [5, 6.0], [5, "6"]])
+def test_summary_shadowed_seqs_are_integers_only(seqs: list[Any]) -> None:
+    data = {
+        "compactionId": "k1",
+        "checkpoint": "c42",
+        "trigger": "manual",
+        "engine": "summary",
+        "summary": "s",
+        "shadowedRange": {"start": 5, "end": 6},
+        "shadowedSeqs": seqs,
+        "shadowedTokenCount": 77,
+        "summarizer": {"kind": "extractive", "model": None},
+        "archive": {},
+    }
+    obj = {"seq": 42, "type": "compaction/summary", "time": 3, "data": data}
+    if all(type(s) is int for s in seqs):
+        assert Event.from_json(obj).data["shadowedSeqs"] == seqs
+    else:
+        with pytest.raises(EventError, match=r"data\.shadowedSeqs: integers only"):
+            Event.from_json(obj)
