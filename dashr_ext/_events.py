@@ -360,30 +360,12 @@ _EVENT_KEYS = ("seq", "type", "time", "surfaceOp", "sourceEventSeqs", "data")
 _EVENT_KEY_SET = frozenset(_EVENT_KEYS)
 
 
-(
-    _SET_ID,
-    _SET_ROLE,
-    _SET_SOURCE,
-    _SET_CONTENT,
-    _SET_CALL_ID,
-    _SET_TOOL_NAME,
-    _SET_IS_ERROR,
-    _SET_EXTRA,
-    _SET_CALLS,
-) = (
-    getattr(Message, name).__set__
-    for name in (
-        "id",
-        "role",
-        "source",
-        "content",
-        "tool_call_id",
-        "tool_name",
-        "is_error",
-        "extra",
-        "_tool_calls",
-    )
-)
+# fmt: off
+(_SET_ID, _SET_ROLE, _SET_SOURCE, _SET_CONTENT, _SET_CALL_ID, _SET_TOOL_NAME, _SET_IS_ERROR,
+ _SET_EXTRA, _SET_CALLS) = (getattr(Message, name).__set__ for name in (
+    "id", "role", "source", "content", "tool_call_id", "tool_name", "is_error", "extra",
+    "_tool_calls"))
+# fmt: on
 """The slots' own setters (a frozen dataclass refuses plain assignment)."""
 
 
