@@ -28,7 +28,7 @@ from dashr_ext._recall.search import (
 )
 
 TRICKY = (
-    "aZ09 üÜÉ\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
+    "aZ09 sSſüÜÉ\u0308ßẞİıKﬁﬀΣσςͅ\u0345Ω\u2126Å\u212b"  # Latin and Greek folds, marks, signs
     "한\u1100\u1161\u11a8가"  # a syllable, L V T jamo, LV syllable
     "\u0b47\u0b3e\u09c7\u09be"  # Indic pairs that compose two starters
     "\u13a0\uab70"  # Cherokee: case folding maps small letters to capitals
@@ -145,7 +145,13 @@ def test_a_capitalised_word_is_confirmed_where_it_stands(monkeypatch: pytest.Mon
     folded: list[bytes] = []
     real = search._fold_utf8
     monkeypatch.setattr(search, "_fold_utf8", lambda *a: folded.append(a[0]) or real(*a))
-    assert holds(body, "überprüfung") and holds(body, "été") and folded == []
+    encoded: list[bytes] = []
+    in_bytes = search._found_alone
+    monkeypatch.setattr(search, "_found_alone", lambda *a: encoded.append(a[0]) or in_bytes(*a))
+    assert holds(body, "überprüfung") and holds(body, "été") and holds(body, "die")
+    assert folded == [] and encoded == []  # found in the text: no bytes made
+    assert holds(body, "läuft; été, été") and len(folded) == 1  # a space: the whole form
+    folded.clear()
     assert not holds(body, "überprüfungen") and len(folded) == 1  # no: the whole form says
     assert holds("xberprüfung", "überprüfung") is False
     assert holds("Ü\u0308berprüfung", "überprüfung") is False  # the mark joins the Ü

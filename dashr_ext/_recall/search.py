@@ -213,8 +213,11 @@ def holds(body: str, phrase: str) -> bool:
         if " " not in phrase:
             return phrase in low
         return all(w in low for w in phrase.split(" ")) and phrase in " ".join(low.split())
+    fixed = " " not in phrase and _fixed(phrase)
+    if fixed and _found_in_text(body, phrase):
+        return True
     data = body.encode("utf-8", "surrogatepass").lower()
-    if " " not in phrase and _fixed(phrase) and _found_alone(data, phrase):
+    if fixed and _found_alone(data, phrase):
         return True
     folded_utf8 = _fold_utf8(data)
     if folded_utf8 is None:
@@ -226,6 +229,26 @@ def holds(body: str, phrase: str) -> bool:
     if " " not in phrase:
         return phrase in folded
     return all(w in folded for w in phrase.split(" ")) and phrase in " ".join(folded.split())
+
+
+def _found_in_text(body: str, phrase: str) -> bool:
+    """:func:`_found_alone` in the text itself, no bytes made: ``phrase`` as it is, or with
+    a first character that folds to its own (``S`` or ``Ü`` for ``s`` or ``ü``)."""
+    at = body.find(phrase)
+    if at >= 0 and _cut_in_text(body, at + len(phrase)):
+        return True
+    if len(phrase) == 1:
+        return False
+    at = body.find(phrase[1:], 1)
+    if at < 0 or not _cut_in_text(body, at + len(phrase) - 1):
+        return False
+    first = body[at - 1]
+    return (first.lower() if first.isascii() else _form(first)) == phrase[0]
+
+
+def _cut_in_text(body: str, at: int) -> bool:
+    """:func:`_cut_before` of a text by character offset."""
+    return at >= len(body) or body[at].isascii() or _form(body[at]) is not None
 
 
 def _found_alone(data: bytes, phrase: str) -> bool:
