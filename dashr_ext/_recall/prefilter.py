@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from .asciifold import ascii_folding
 
@@ -74,13 +75,21 @@ class Plan:
     risky_escapes: frozenset[int]
     """Code points a ``\\uXXXX`` escape may name only in a line that is always decoded."""
 
-    folding_pattern: re.Pattern[bytes] | None
-    """Finds the UTF-8 of any character of :attr:`folding`; None when there is none."""
-    special_pattern: re.Pattern[bytes]
-    """Finds the UTF-8 of any character of :attr:`folding` or :data:`LOWER_TO_ASCII`: a line
-    without one is tested on its lower-cased bytes."""
-    special_chars: frozenset[str] = frozenset()
-    """The characters :attr:`special_pattern` finds."""
+    special_chars: frozenset[str]
+    """The characters of :attr:`folding` and :data:`LOWER_TO_ASCII`: a line without one is
+    tested on its lower-cased bytes."""
+
+    @cached_property
+    def folding_pattern(self) -> re.Pattern[bytes] | None:
+        """Finds the UTF-8 of any character of :attr:`folding`; None when there is none
+        (compiled when a line first needs it)."""
+        chars = sorted(chr(c).encode() for c in self.folding)
+        return re.compile(_trie_pattern(chars)) if chars else None
+
+    @cached_property
+    def special_pattern(self) -> re.Pattern[bytes]:
+        """Finds the UTF-8 of any of :attr:`special_chars`."""
+        return re.compile(_trie_pattern(sorted(c.encode() for c in self.special_chars)))
 
     def project(self, line: bytes, special: bool = True) -> bytes:
         """The UTF-8 ``line`` with each :attr:`folding` character and each character of
@@ -141,7 +150,6 @@ def plan(phrase: str) -> Plan | None:
         if any(_overlaps(form, r) for r in runs)
     }
     risky = frozenset(range(0x20, 0x7F)) | frozenset(folding)
-    special = sorted({*(chr(c).encode() for c in folding), *_LOWER_TO_ASCII_UTF8})
     return Plan(
         needles=tuple(letters),
         digit_needles=tuple(digits),
@@ -149,11 +157,7 @@ def plan(phrase: str) -> Plan | None:
         primary_has_digit=not letters,
         folding=folding,
         risky_escapes=risky,
-        folding_pattern=(
-            re.compile(_trie_pattern(sorted(chr(c).encode() for c in folding))) if folding else None
-        ),
-        special_pattern=re.compile(_trie_pattern(special)),
-        special_chars=frozenset(c.decode() for c in special),
+        special_chars=frozenset({*map(chr, folding), *LOWER_TO_ASCII}),
     )
 
 
