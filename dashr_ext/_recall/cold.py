@@ -14,10 +14,13 @@ makes one cheap pass over each piece, keeping only what the result needs:
   of each shadowed or pruned seq, and the recall settings the log records;
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
   (its needles found in a lower-cased copy of the piece with StringZilla, see
-  :mod:`.scanbytes`); only those are decoded and matched exactly as
-  :class:`~.queries.Recall` matches them (:func:`~.search.holds`), as their piece is
-  scanned. A matched event is kept while the kept ones are few; the others keep their
-  place in the file and are read again if they are shown.
+  :mod:`.scanbytes`). A line whose text block holds the phrase as it stands in the bytes
+  (or spelt with one of the piece's characters that fold to a part of it, ``straße`` for
+  ``strasse``) is a match without a decode (:class:`~.scanbytes.InText`); the others are
+  decoded and matched exactly as :class:`~.queries.Recall` matches them
+  (:func:`~.search.holds`), as their piece is scanned. A matched line (or its event) is
+  kept while the kept ones are few; the others keep their place in the file and are read
+  again if they are shown.
 
 The result is the text ``Recall.search`` gives for the same file: the same hits, owners,
 snippets, order and counts. Whatever this pass does not handle exactly gives None, and the
@@ -38,7 +41,6 @@ import gc
 import io
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,8 +62,8 @@ from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
 from .scanbytes import LOWER as _LOWER
+from .scanbytes import InText, Needle
 from .scanbytes import Lowered as _Lowered
-from .scanbytes import Needle
 from .scanbytes import Refused as _Refused
 from .scanbytes import find_starts as _find_starts
 from .scanbytes import line_starts as _line_starts
@@ -226,10 +228,14 @@ class ColdLog:
     """Message seqs whose event holds the phrase (all scopes), in order."""
     kept: dict[int, Event] = field(default_factory=dict)
     """The matched events kept for their snippets (see :data:`KEPT_BYTES`)."""
+    kept_lines: dict[int, bytes] = field(default_factory=dict)
+    """The lines of matches confirmed without a decode, kept as :attr:`kept` is."""
     places: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    """``(file offset, length, CRC-32)`` of each matched line whose event was not kept."""
+    """``(file offset, length, hash)`` of each matched line whose event was not kept."""
     fetch: Callable[[int, int], bytes] | None = None
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
+    in_text: bool = False
+    """Whether :class:`~.scanbytes.InText` can confirm a match without a decode."""
     _kept_bytes: int = 0
     _offset: int = 0
     _low: bytearray = field(default_factory=bytearray)
@@ -254,7 +260,7 @@ class ColdLog:
         """The cheap pass over the file ``f`` (its first ``lines`` lines), matching
         ``phrase`` (planned: ``p``) as it goes. Raises :class:`_Refused` when only a replay
         will do."""
-        log = cls(phrase, p, replayed)
+        log = cls(phrase, p, replayed, in_text=InText.usable(phrase))
         needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
         left = lines
         # A piece's headers are many short-lived tuples: collecting them would walk every
@@ -327,7 +333,8 @@ class ColdLog:
         special: set[int] = set()  # lines holding a character the plan folds, or the like
         structural = len(_STRUCTURAL)
         low = self._lowered(buf, cut)
-        for k, i, start in _needle_lines(low, cut, needles):
+        present: set[str] = set()  # the plan's special characters in the piece
+        for k, i, start in _needle_lines(low, cut, needles, present):
             bounds[i] = start
             if k < structural:
                 wanted.add(i)
@@ -346,25 +353,26 @@ class ColdLog:
         for i in sorted(wanted):
             self.decoded[i] = self._event(i, line)
         p = self.plan
+        in_text = InText(buf, low, self.phrase, present) if self.in_text else None
         if p is None:  # every message line is a candidate
-            candidates = [i for i, op in enumerate(ops, base) if op]
+            looked = [i for i, op in enumerate(ops, base) if op]
         else:
+            looked = [i for i in sorted(found) if types[i - base] in _SURFACE]
             alone = p.needles == (p.primary.decode(),) and not p.digit_needles
             plain = _Lowered(buf, low, p)
-            candidates = [
-                i
-                for i in sorted(found)
-                if types[i - base] in _SURFACE
-                and (
-                    (alone and i in holding)  # it holds all the plan asks of a line
-                    or (
-                        plain.may_match(bounds[i])
-                        if i not in escaped and i not in special
-                        else line_may_match(line(i), p, escapes=i in escaped, special=i in special)
-                    )
+        for i in looked:
+            if in_text is not None and i not in self.decoded and in_text.holds(bounds[i]):
+                self._place(i, buf, bounds[i])  # held in a text block: no decode
+                continue
+            if p is not None and not (
+                (alone and i in holding)  # it holds all the plan asks of a line
+                or (
+                    plain.may_match(bounds[i])
+                    if i not in escaped and i not in special
+                    else line_may_match(line(i), p, escapes=i in escaped, special=i in special)
                 )
-            ]
-        for i in candidates:
+            ):
+                continue
             if self.replayed is not None:
                 event, raw = self.replayed[i], b""
             else:
@@ -391,7 +399,20 @@ class ColdLog:
             self.kept[seq] = event
             self._kept_bytes += len(raw)
         else:
-            self.places[seq] = (at, len(raw), zlib.crc32(raw))
+            self.places[seq] = (at, len(raw), sz.hash(raw))
+
+    def _place(self, seq: int, buf: bytearray, start: int) -> None:
+        """Records a match found in the line starting at ``buf[start]``: its place."""
+        self.matched.append(seq)
+        if self.replayed is None:
+            end = sz.find(buf, b"\n", start)
+            with memoryview(buf) as view:
+                if self._kept_bytes + end - start <= KEPT_BYTES:
+                    self.kept_lines[seq] = bytes(view[start:end])  # decoded if shown
+                    self._kept_bytes += end - start
+                else:
+                    digest = sz.hash(view[start:end])
+                    self.places[seq] = (self._offset + start - 1, end - start, digest)
 
     def matched_event(self, seq: int) -> Event:
         """The event of a matched seq: kept, decoded, replayed, or read again from the file."""
@@ -400,9 +421,11 @@ class ColdLog:
         event = self.kept.get(seq) or self.decoded.get(seq)
         if event is not None:
             return event
-        at, length, crc = self.places[seq]
+        if seq in self.kept_lines:
+            return _decode(self.kept_lines[seq])
+        at, length, digest = self.places[seq]
         raw = self.fetch(at, length) if self.fetch is not None else b""
-        if zlib.crc32(raw) != crc or len(raw) != length:
+        if len(raw) != length or sz.hash(raw) != digest:
             raise _Refused  # the file changed under the search
         return _decode(raw)
 

@@ -7,14 +7,16 @@ found with StringZilla (SIMD substring search), a line's start by the newline be
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 
 import stringzilla as sz
 
 from .prefilter import IMAGE, TOOL_CALL, Plan
+from .search import cut_before, fixed, form_of
 
-__all__ = ["ASCII", "LOWER", "Lowered", "Needle", "Refused", "find_starts", "line_starts",
-           "needle_lines", "seq_at"]  # fmt: skip
+__all__ = ["ASCII", "LOWER", "InText", "Lowered", "Needle", "Refused", "find_starts",
+           "line_starts", "needle_lines", "seq_at"]  # fmt: skip
 
 LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
 """ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
@@ -73,10 +75,11 @@ class Lowered:
 
 
 def needle_lines(
-    low: bytearray, cut: int, needles: Sequence[Needle]
+    low: bytearray, cut: int, needles: Sequence[Needle], present: set[str]
 ) -> Iterator[tuple[int, int, int]]:
     """``(needle index, seq, line start)`` of each line of ``low[1:cut]`` (a piece's
-    buffer lower-cased, so the search is ASCII case-insensitive) holding a needle."""
+    buffer lower-cased, so the search is ASCII case-insensitive) holding a needle; the
+    characters of a needle of characters found in the piece are added to ``present``."""
     find, rfind = sz.find, sz.rfind
     for k, needle in enumerate(needles):
         if isinstance(needle, frozenset):
@@ -84,7 +87,9 @@ def needle_lines(
             # beyond ASCII, decoded (bytes a line cut short left over past ``cut`` decode to
             # escapes, none of them such a character); each is then found as bytes.
             rest = low.translate(None, ASCII).decode("utf-8", "surrogateescape")
-            strings = sorted(c.encode() for c in needle.intersection(rest))
+            found = needle.intersection(rest)
+            present.update(found)
+            strings = sorted(c.encode() for c in found)
         else:
             strings = [needle]
         for string in strings:
@@ -98,3 +103,159 @@ def needle_lines(
 def seq_at(buf: bytearray, start: int) -> int:
     """The seq of the line starting at ``start`` (its header was checked)."""
     return int(buf[start + 7 : buf.find(b",", start + 7)])
+
+
+_MESSAGE_HEAD = re.compile(
+    rb'\{"seq":\d+,"type":"[a-z]+/[a-z]+","time":-?\d+,"surfaceOp":"append","data":\{'
+    rb'"message":\{(?:"id":"[^"\\]*",)?"role":"[a-z]+","source":\{"kind":"[^"\\]*"'
+    rb'(?:,"[A-Za-z_]+":(?:"[^"\\]*"|-?\d+|true|false|null))*\},"content":\['
+)
+"""An appended message line up to its first content block, as this package writes it: a
+flat ``source`` of plain values, so that what follows ``[`` is the message's content."""
+_TEXT_BLOCKS = (b'{"type":"text","text":"', b'{"type":"reasoning","text":"')
+"""The blocks whose ``text`` a body shows as it is (:func:`~.render.event_body`)."""
+_BACKSLASH, _QUOTE, _U = 0x5C, 0x22, 0x75
+
+
+class InText:
+    """Whether a message line holds a phrase, decided where the line stands in its piece
+    (no decode) when the phrase stands in one of its text blocks (text, reasoning).
+
+    :meth:`holds` says True only when :func:`~.search.holds` of the line's body would: the
+    phrase's UTF-8 (each of its characters ASCII or folding alone to itself, no ``"``, no
+    ``\\``) stands in a text block's JSON string in the lower-cased piece, no escape reaches
+    into it, and the character after it ends a piece of folding (an ASCII character, the end
+    of the block, or one that folds alone), as :func:`~.search.holds` finds it in a body's
+    UTF-8: between the string's escapes the line's bytes are the text's. Its first
+    character may also be one beyond ASCII folding to the phrase's (``Ü`` for ``ü``). False
+    means "not decided here": the caller decodes the line.
+    """
+
+    def __init__(
+        self, buf: bytearray, low: bytearray, phrase: str, chars: Iterable[str] = ()
+    ) -> None:
+        self.buf, self.low = buf, low
+        self.spellings = [phrase.encode("utf-8", "surrogatepass"), *spellings(phrase, chars)]
+        self.first = phrase[0]
+        self.rest = b""  # the phrase after a first character beyond ASCII
+        if not self.first.isascii() and len(phrase) > 1:
+            self.rest = self.spellings[0][len(self.first.encode("utf-8", "surrogatepass")) :]
+
+    @staticmethod
+    def usable(phrase: str) -> bool:
+        """Whether :meth:`holds` can decide for ``phrase`` (a normalised, non-empty one)."""
+        return '"' not in phrase and "\\" not in phrase and fixed(phrase)
+
+    def holds(self, start: int) -> bool:
+        """True when the phrase is in the body of the line starting at ``start``."""
+        buf, low = self.buf, self.low
+        stop = sz.find(low, b"\n", start)
+        if all(sz.find(low, w, start, stop) < 0 for w in self.spellings) and (
+            not self.rest or sz.find(low, self.rest, start, stop) < 0
+        ):
+            return False  # no spelling of it anywhere in the line
+        head = _MESSAGE_HEAD.match(buf, start)
+        if head is None:
+            return False
+        at = head.end()
+        while True:
+            for key in _TEXT_BLOCKS:
+                if buf.startswith(key, at):
+                    break
+            else:
+                return False  # another kind of block: its body text is not its bytes
+            begin = at + len(key)
+            end = string_end(buf, begin)
+            if end < 0:
+                return False
+            if self._within(begin, end):
+                return True
+            if buf[end + 1 : end + 3] != b"},":
+                return False  # the last block, or one with more keys
+            at = end + 3
+
+    def _within(self, begin: int, end: int) -> bool:
+        low = self.low
+        for wanted in self.spellings:
+            at = sz.find(low, wanted, begin, end)
+            while at >= 0:
+                if not _in_escape(low, at) and self._cut(at + len(wanted), end):
+                    return True
+                at = sz.find(low, wanted, at + 1, end)
+        rest = self.rest
+        if not rest:
+            return False
+        at = sz.find(low, rest, begin + 1, end)
+        while at >= 0:
+            first = at - 1
+            while first > begin and 0x80 <= low[first] < 0xC0:  # to its first byte
+                first -= 1
+            if low[first] >= 0x80 and self._cut(at + len(rest), end):
+                try:
+                    char = low[first:at].decode()
+                except UnicodeDecodeError:
+                    return False
+                if form_of(char) == self.first:
+                    return True
+            at = sz.find(low, rest, at + 1, end)
+        return False
+
+    def _cut(self, at: int, end: int) -> bool:
+        """Whether the body folds as its two sides cut before the character at ``at`` (the
+        string ends at ``end``): an escape of an ASCII character or the block's end is one."""
+        low = self.low
+        if at == end:
+            return True  # then a newline between blocks, or the body's end
+        if low[at] == _BACKSLASH:
+            return low[at + 1] != _U  # \uXXXX may be a combining mark: decode the line
+        try:
+            return cut_before(low, at)
+        except UnicodeDecodeError:
+            return False
+
+
+def spellings(phrase: str, chars: Iterable[str]) -> list[bytes]:
+    """Other UTF-8 spellings of ``phrase`` that fold to it alone: one of its parts replaced by
+    one of ``chars`` beyond ASCII that folds alone to that part (``straße`` for ``strasse``).
+    Whitespace is never such a part."""
+    out: list[bytes] = []
+    for char in sorted(chars):
+        form = form_of(char)
+        if not form or form == char or not form.strip() or form != "".join(form.split()):
+            continue
+        at = phrase.find(form)
+        while at >= 0:
+            out.append(
+                (phrase[:at] + char + phrase[at + len(form) :]).encode("utf-8", "surrogatepass")
+            )
+            at = phrase.find(form, at + 1)
+    return out
+
+
+def _escaped(data: bytearray, at: int) -> bool:
+    """Whether the byte at ``at`` is the letter of an escape (an odd run of ``\\`` before)."""
+    k = at - 1
+    while data[k] == _BACKSLASH:
+        k -= 1
+    return (at - 1 - k) % 2 == 1
+
+
+def _in_escape(data: bytearray, at: int) -> bool:
+    """Whether the byte at ``at`` belongs to an escape: its letter, or a hex digit of a
+    ``\\uXXXX`` (whose backslash is then among the five bytes before)."""
+    k = data.rfind(b"\\", at - 5, at)
+    if k < 0 or not _escaped(data, k + 1):
+        return False  # none, or an escaped backslash (it starts nothing)
+    return k == at - 1 or data[k + 1] == _U
+
+
+def string_end(data: bytearray, begin: int) -> int:
+    """Where the JSON string whose characters start at ``begin`` ends (its closing quote),
+    -1 when the line ends first."""
+    stop: int = sz.find(data, b"\n", begin)
+    at: int = begin
+    while True:
+        at = sz.find(data, b'"', at, stop if stop >= 0 else len(data))
+        if at < 0 or not _escaped(data, at):
+            return at
+        at += 1

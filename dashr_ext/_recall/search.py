@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import AnyStr
 
-__all__ = ["SNIPPET_CHARS", "SearchIndex", "holds", "normalize", "snippet"]
+__all__ = ["SNIPPET_CHARS", "SearchIndex", "cut_before", "fixed", "form_of", "holds", "normalize",
+           "snippet"]  # fmt: skip
 
 SNIPPET_CHARS = 240
 """Longest snippet text of a search hit (the ``…`` marks excluded)."""
@@ -79,7 +80,7 @@ def _fold_utf8(data: bytes, refused: frozenset[str] = frozenset()) -> bytes | No
     if refused and not refused.isdisjoint(chars):
         return None
     for char in chars:
-        form = _form(char)
+        form = form_of(char)
         if form is None:
             return None
         if form != char:
@@ -89,16 +90,16 @@ def _fold_utf8(data: bytes, refused: frozenset[str] = frozenset()) -> bytes | No
     return data
 
 
-def _cut_before(data: bytes, at: int) -> bool:
+def cut_before(data: bytes | bytearray, at: int) -> bool:
     """Whether the text whose UTF-8 is ``data`` folds as its two sides cut at byte ``at``:
     at an end, before an ASCII character or before one that folds alone."""
     if at >= len(data) or data[at] < 0x80:
         return True
     size = 2 if data[at] < 0xE0 else 3 if data[at] < 0xF0 else 4
-    return _form(data[at : at + size].decode("utf-8", "surrogatepass")) is not None
+    return form_of(data[at : at + size].decode("utf-8", "surrogatepass")) is not None
 
 
-def _form(char: str) -> str | None:
+def form_of(char: str) -> str | None:
     """:func:`_alone` of a character beyond ASCII, remembered."""
     form = _FORMS.get(char, "")
     if form == "":
@@ -213,11 +214,11 @@ def holds(body: str, phrase: str) -> bool:
         if " " not in phrase:
             return phrase in low
         return all(w in low for w in phrase.split(" ")) and phrase in " ".join(low.split())
-    fixed = " " not in phrase and _fixed(phrase)
-    if fixed and _found_in_text(body, phrase):
+    alone = " " not in phrase and fixed(phrase)
+    if alone and _found_in_text(body, phrase):
         return True
     data = body.encode("utf-8", "surrogatepass").lower()
-    if fixed and _found_alone(data, phrase):
+    if alone and _found_alone(data, phrase):
         return True
     folded_utf8 = _fold_utf8(data)
     if folded_utf8 is None:
@@ -243,12 +244,12 @@ def _found_in_text(body: str, phrase: str) -> bool:
     if at < 0 or not _cut_in_text(body, at + len(phrase) - 1):
         return False
     first = body[at - 1]
-    return (first.lower() if first.isascii() else _form(first)) == phrase[0]
+    return (first.lower() if first.isascii() else form_of(first)) == phrase[0]
 
 
 def _cut_in_text(body: str, at: int) -> bool:
-    """:func:`_cut_before` of a text by character offset."""
-    return at >= len(body) or body[at].isascii() or _form(body[at]) is not None
+    """:func:`cut_before` of a text by character offset."""
+    return at >= len(body) or body[at].isascii() or form_of(body[at]) is not None
 
 
 def _found_alone(data: bytes, phrase: str) -> bool:
@@ -257,23 +258,23 @@ def _found_alone(data: bytes, phrase: str) -> bool:
     first character beyond ASCII in a form that folds to it (``Ü`` for ``ü``)."""
     wanted = phrase.encode("utf-8", "surrogatepass")
     at = data.find(wanted)
-    if at >= 0 and _cut_before(data, at + len(wanted)):
+    if at >= 0 and cut_before(data, at + len(wanted)):
         return True
     if phrase[0].isascii() or len(phrase) == 1:
         return False
     rest = wanted[len(phrase[0].encode("utf-8", "surrogatepass")) :]
     at = data.find(rest, 1)
-    if at < 0 or not _cut_before(data, at + len(rest)):
+    if at < 0 or not cut_before(data, at + len(rest)):
         return False
     start = at - 1
     while start > 0 and 0x80 <= data[start] < 0xC0:  # back to the first byte of its character
         start -= 1
-    return _form(data[start:at].decode("utf-8", "surrogatepass")) == phrase[0]
+    return form_of(data[start:at].decode("utf-8", "surrogatepass")) == phrase[0]
 
 
-def _fixed(phrase: str) -> bool:
+def fixed(phrase: str) -> bool:
     """Whether each character of ``phrase`` is ASCII or folds alone to itself."""
-    return phrase.isascii() or all(c.isascii() or _form(c) == c for c in set(phrase))
+    return phrase.isascii() or all(c.isascii() or form_of(c) == c for c in set(phrase))
 
 
 def _narrow(text: str) -> bool:

@@ -1,0 +1,187 @@
+"""The cold search confirms a match in the line's bytes when the phrase stands in a text block
+(:class:`dashr_ext._recall.scanbytes.InText`): never where the body does not hold it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from dashr_ext import Dashr
+from dashr_ext._recall import cold
+from dashr_ext._recall.render import event_body
+from dashr_ext._recall.scanbytes import LOWER, InText, spellings
+from dashr_ext._recall.search import holds, normalize
+
+TRICKY = 'aAsSeEtüÜßẞﬁ\u0301\u0308\u0327İ\u212aｓ\u1100\u1161\u11a8가 \n\t\xa0"\\/é'
+"""Letters, their capitals and folding look-alikes, combining marks, jamo, whitespace and the
+characters JSON escapes."""
+
+
+SPECIAL = "".join(c for c in TRICKY if not c.isascii())
+"""Every character beyond ASCII of :data:`TRICKY`, offered as spellings' parts."""
+
+
+def line_of(blocks: list[dict[str, Any]], *, ascii_only: bool = False, seq: int = 7) -> bytes:
+    """A message line as the store writes it (key order, separators)."""
+    message = {"id": "m1", "role": "user", "source": {"kind": "user"}, "content": blocks}
+    event = {
+        "seq": seq,
+        "type": "user/message",
+        "time": 1764460000000,
+        "surfaceOp": "append",
+        "data": {"message": message},
+    }
+    return json.dumps(event, ensure_ascii=ascii_only, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def decided(line: bytes, phrase: str, chars: str = "") -> bool:
+    """What :class:`InText` says of ``line`` standing in a piece, as the cold scan has it
+    (``chars``: the plan's special characters present in the piece)."""
+    buf = bytearray(b"\n" + line + b"\n")
+    low = bytearray(buf.translate(LOWER))
+    return InText(buf, low, phrase, chars).holds(1)
+
+
+def body_holds(line: bytes, phrase: str) -> bool:
+    return holds(event_body(cold._decode(line), decoded=True), phrase)
+
+
+texts = st.text(alphabet=TRICKY, max_size=24)
+blocks = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, texts),
+        st.builds(lambda t: {"type": "reasoning", "text": t}, texts),
+        st.builds(
+            lambda t: {"type": "tool-call", "id": "c1", "name": "run", "arguments": t},
+            texts.map(lambda t: json.dumps({"cmd": t})),
+        ),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[dict[str, Any]], str, bool]:
+    """Blocks, a phrase (half the time cut from their text, so that it is often there) and
+    whether the line escapes every character beyond ASCII."""
+    drawn = draw(blocks)
+    text = "".join(b.get("text", b.get("arguments", "")) for b in drawn)
+    if text and draw(st.booleans()):
+        start = draw(st.integers(0, len(text) - 1))
+        phrase = text[start : draw(st.integers(start + 1, len(text)))]
+    else:
+        phrase = draw(texts)
+    return drawn, phrase, draw(st.booleans())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(case=cases())
+@example(case=([{"type": "text", "text": "Straße"}], "straße", False))
+@example(case=([{"type": "text", "text": "cafe\u0301 s"}], "cafe", False))
+@example(case=([{"type": "text", "text": "a\\nb"}], "nb", False))
+@example(case=([{"type": "text", "text": "x\nsy"}], "nsy", False))
+@example(case=([{"type": "text", "text": "Über"}], "über", False))
+@example(case=([{"type": "text", "text": "\xa0"}], "a", True))
+@example(case=([{"type": "tool-call", "id": "c", "name": "s", "arguments": "{}"}], "s", False))
+def test_a_match_decided_in_the_bytes_is_one_in_the_body(
+    case: tuple[list[dict[str, Any]], str, bool],
+) -> None:
+    blocks, phrase, ascii_only = case
+    phrase = normalize(phrase)
+    if not phrase or not InText.usable(phrase):
+        return
+    line = line_of(blocks, ascii_only=ascii_only)
+    if decided(line, phrase, SPECIAL):
+        assert body_holds(line, phrase), (line, phrase)
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("the Scheduler ran", "scheduler"),
+        ("two  words\there", "words"),
+        ("Überprüfung läuft", "überprüfung"),
+        ('a "quoted" word', "word"),
+        ("the end", "the end"),
+        ("first\\second", "second"),
+    ],
+)
+def test_a_phrase_standing_in_a_text_block_is_decided_there(text: str, phrase: str) -> None:
+    for blocks in (
+        [{"type": "text", "text": text}],
+        [{"type": "text", "text": "before"}, {"type": "reasoning", "text": text}],
+    ):
+        line = line_of(blocks)
+        assert decided(line, phrase) and body_holds(line, phrase)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "phrase"),
+    [
+        ([{"type": "text", "text": "cafe\u0301"}], "cafe"),  # a mark composes with its e
+        ([{"type": "text", "text": "x\nsy"}], "nsy"),  # the n of an escape
+        ([{"type": "text", "text": "user"}], "message"),  # only in the line's keys
+        ([{"type": "text", "text": "Straße"}], "strasse"),  # folds to it: decoded
+        ([{"type": "text", "text": "Äber"}], "über"),  # a first letter folding to another
+        ([{"type": "tool-call", "id": "c", "name": "sched", "arguments": "{}"}], "sched"),
+    ],
+)
+def test_what_the_bytes_cannot_decide_is_left_to_the_decode(
+    blocks: list[dict[str, Any]], phrase: str
+) -> None:
+    assert not decided(line_of(blocks), phrase)
+    assert not decided(line_of(blocks, ascii_only=True), phrase) or phrase == "sched"
+
+
+def test_a_common_word_is_confirmed_without_decoding_its_lines(tmp_path: Path) -> None:
+    """Counted: matches in plain text are confirmed in the bytes; only the shown hits (and the
+    log's structural lines) are decoded, and the result is the replay's."""
+    log = tmp_path / "s.jsonl"
+    with Dashr.create(log, durability="flush") as d:
+        for i in range(300):
+            d.record_openai({"role": "user", "content": f"Task {i}: the Scheduler is late"})
+            d.record_openai({"role": "assistant", "content": f"Looked at scheduler {i}."})
+    data = log.read_bytes()
+    with Dashr.open(log, read_only=True) as d:
+        saved, cold.ENABLED = cold.ENABLED, False
+        try:
+            warm = {q: str(d.history_search(q, limit=5)) for q in ("scheduler", "the SCHEDULER is")}
+        finally:
+            cold.ENABLED = saved
+    for query, count in (("scheduler", 600), ("the SCHEDULER is", 300)):
+        cold.decodes = 0
+        got = str(cold.search_bytes(data, query, limit=5))
+        assert got == warm[query] and f"matched {count}," in got
+        assert cold.decodes == 5  # the five shown; every match confirmed in its bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase", "chars"),
+    [
+        ("die Straße", "strasse", "ß"),
+        ("STRAẞE", "strasse", "ẞß"),
+        ("ﬁle and ﬁle", "file", "ﬁ"),
+        ("a ſtring", "string", "ſß"),
+    ],
+)
+def test_a_spelling_with_a_character_folding_to_a_part_is_decided_there(
+    text: str, phrase: str, chars: str
+) -> None:
+    line = line_of([{"type": "text", "text": text}])
+    assert not decided(line, phrase)  # without the piece's characters: left to the decode
+    assert decided(line, phrase, chars) and body_holds(line, phrase)
+
+
+def test_spellings_replace_one_part_and_never_whitespace() -> None:
+    assert spellings("strasse", "ß") == ["straße".encode()]
+    assert spellings("ss ss", "ß") == [b"\xc3\x9f ss", b"ss \xc3\x9f"]
+    assert spellings("a b", "\xa0\u2000") == []  # they fold to a space
+    assert spellings("abc", "é") == []  # folds to nothing of it
