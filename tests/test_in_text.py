@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dashr_ext import Dashr
-from dashr_ext._recall import cold
+from dashr_ext._recall import cold, unifold
+from dashr_ext._recall.prefilter import char_needle, plan
 from dashr_ext._recall.render import event_body
 from dashr_ext._recall.scanbytes import LOWER, InText, spellings
 from dashr_ext._recall.search import holds, normalize
@@ -185,3 +187,88 @@ def test_spellings_replace_one_part_and_never_whitespace() -> None:
     assert spellings("ss ss", "ß") == [b"\xc3\x9f ss", b"ss \xc3\x9f"]
     assert spellings("a b", "\xa0\u2000") == []  # they fold to a space
     assert spellings("abc", "é") == []  # folds to nothing of it
+
+
+def test_the_table_of_changing_characters_is_this_python_s() -> None:
+    """:data:`unifold.RANGES` holds exactly the characters beyond ASCII whose expansion is
+    not themselves (every code point checked)."""
+    table = {c for a, b in unifold.RANGES for c in range(a, b + 1)}
+    if unicodedata.unidata_version != unifold.UNICODE_VERSION:
+        pytest.skip("another Unicode version: the table is recomputed")
+    changing = {
+        c
+        for c in range(0x80, 0x110000)
+        if not 0xD800 <= c < 0xE000 and unifold.expansion(chr(c)) != chr(c)
+    }
+    assert table == changing
+
+
+CYRILLIC = "привет ПРИВЕТ Прив\u0438\u0306 й и日本⽇㊐ Ｐ ßЁё\u0415\u0308"
+"""Letters and their capitals, a decomposed й and ё, CJK with its compatibility forms."""
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    text=st.text(alphabet=CYRILLIC, max_size=20),
+    phrase=st.text(alphabet=CYRILLIC, min_size=1, max_size=6),
+    ascii_only=st.booleans(),
+)
+@example(text="Прив\u0438\u0306", phrase="привй", ascii_only=False)
+@example(text="ПРИВЕТ", phrase="привет", ascii_only=False)
+@example(text="⽇本", phrase="日本", ascii_only=True)
+def test_a_line_holding_a_phrase_without_a_plan_holds_one_of_its_characters(
+    text: str, phrase: str, ascii_only: bool
+) -> None:
+    """What the cold scan looks at for a phrase without ASCII needles: a line whose body
+    holds the phrase holds one of :func:`char_needle`'s characters, or an escape."""
+    phrase = normalize(phrase)
+    chars = char_needle(phrase) if phrase and plan(phrase) is None else None
+    if chars is None:
+        return
+    line = line_of([{"type": "text", "text": text}], ascii_only=ascii_only)
+    if body_holds(line, phrase):
+        assert b"\\u" in line or any(c.encode() in line for c in chars), (text, phrase)
+
+
+def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
+    tmp_path: Path,
+) -> None:
+    """Counted: a Cyrillic or CJK phrase decodes only lines holding one of its characters'
+    sources (or an escape); the result is the replay's, capitals, decomposed letters and
+    compatibility forms included."""
+    log = tmp_path / "u.jsonl"
+    texts = [
+        "Привет, мир",
+        "ПРИВЕТ всем",
+        "при\u0432ет",
+        "Прив\u0438\u0306",
+        "приві",
+        "日本語のテキスト",
+        "⽇本 and ㊐",
+        "nothing here at all",
+        "plain ascii line",
+    ]
+    with Dashr.create(log, durability="flush") as d:
+        for i in range(40):
+            for text in texts:
+                d.record_openai({"role": "user", "content": f"{text} #{i}"})
+    data = log.read_bytes()
+    messages = data.count(b'"surfaceOp"')
+    queries = ["привет", "ПРИВЕТ", "привй", "日本", "本", "мир", "всем привет"]
+    with Dashr.open(log, read_only=True) as d:
+        saved, cold.ENABLED = cold.ENABLED, False
+        try:
+            warm = {q: str(d.history_search(q, limit=3)) for q in queries}
+        finally:
+            cold.ENABLED = saved
+    for query in queries:
+        cold.decodes = 0
+        got = cold.search_bytes(data, query, limit=3)
+        assert got is not None and str(got) == warm[query], query
+        chars = char_needle(normalize(query))
+        assert chars is not None and plan(normalize(query)) is None
+        holding = sum(
+            1 for x in data.splitlines() if b"\\u" in x or any(c.encode() in x for c in chars)
+        )
+        assert cold.decodes <= holding < messages, query  # not every message line
+    assert "matched 0" not in warm["привй"] and "matched 0" not in warm["日本"]

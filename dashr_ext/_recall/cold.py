@@ -13,6 +13,8 @@ makes one cheap pass over each piece, keeping only what the result needs:
   a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
   of each shadowed or pruned seq, and the recall settings the log records;
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
+  (for a phrase without ASCII letters or digits, the lines holding one of the characters
+  that can spell one of its own, :func:`~.prefilter.char_needle`, or an escape)
   (its needles found in a lower-cased copy of the piece with StringZilla, see
   :mod:`.scanbytes`). A line whose text block holds the phrase as it stands in the bytes
   (or spelt with one of the piece's characters that fold to a part of it, ``straße`` for
@@ -58,7 +60,7 @@ from .._pruned import archive_key, pruned_info
 from .._replay import parse_event
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
-from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, line_may_match, plan
+from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, char_needle, line_may_match, plan
 from .render import event_body, minute_utc
 from .result import RecallResult
 from .scanbytes import LOWER as _LOWER
@@ -234,6 +236,9 @@ class ColdLog:
     """``(file offset, length, hash)`` of each matched line whose event was not kept."""
     fetch: Callable[[int, int], bytes] | None = None
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
+    chars: frozenset[str] | None = None
+    """Without a plan: the characters one of which a line must hold (or an escape) to hold
+    the phrase (:func:`~.prefilter.char_needle`); None when every message line may."""
     in_text: bool = False
     """Whether :class:`~.scanbytes.InText` can confirm a match without a decode."""
     _kept_bytes: int = 0
@@ -262,6 +267,10 @@ class ColdLog:
         will do."""
         log = cls(phrase, p, replayed, in_text=InText.usable(phrase))
         needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
+        if p is None:
+            log.chars = char_needle(phrase)
+            if log.chars:
+                needles.append(log.chars)
         left = lines
         # A piece's headers are many short-lived tuples: collecting them would walk every
         # object of a replayed session again and again, and free nothing.
@@ -325,7 +334,7 @@ class ColdLog:
             with memoryview(buf) as view:  # one copy, not a bytearray slice then bytes
                 return bytes(view[start : sz.find(buf, b"\n", start)])
 
-        if self.plan is None:  # every message line is a candidate
+        if self.plan is None and not self.chars:  # every message line is a candidate
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
         holding: set[int] = set()  # lines holding the primary needle
@@ -354,8 +363,10 @@ class ColdLog:
             self.decoded[i] = self._event(i, line)
         p = self.plan
         in_text = InText(buf, low, self.phrase, present) if self.in_text else None
-        if p is None:  # every message line is a candidate
+        if p is None and not self.chars:  # every message line is a candidate
             looked = [i for i, op in enumerate(ops, base) if op]
+        elif p is None:  # those holding a character that may spell the phrase's, or escapes
+            looked = [i for i in sorted(found) if types[i - base] in _SURFACE]
         else:
             looked = [i for i in sorted(found) if types[i - base] in _SURFACE]
             alone = p.needles == (p.primary.decode(),) and not p.digit_needles

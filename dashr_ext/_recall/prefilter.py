@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .asciifold import ascii_folding
+from .unifold import searchable, sources
 
-__all__ = ["Plan", "line_may_match", "plan"]
+__all__ = ["Plan", "char_needle", "line_may_match", "plan"]
 
 SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
 """Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
@@ -159,6 +160,19 @@ def plan(phrase: str) -> Plan | None:
         risky_escapes=risky,
         special_chars=frozenset({*map(chr, folding), *LOWER_TO_ASCII}),
     )
+
+
+def char_needle(phrase: str) -> frozenset[str] | None:
+    """For a phrase without a plan: the characters one of which every line that can hold
+    it holds, unless it escapes characters (``\\u``): the :func:`.unifold.sources` of its
+    :func:`.unifold.searchable` character with the fewest; None when it has none."""
+    best: frozenset[str] | None = None
+    for char in sorted(set(phrase)):
+        if searchable(char):
+            found = sources(char)
+            if best is None or len(found) < len(best):
+                best = found
+    return best
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:
