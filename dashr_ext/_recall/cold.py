@@ -13,10 +13,10 @@ makes one cheap pass over each piece, keeping only what the result needs:
   a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
   of each shadowed or pruned seq, and the recall settings the log records;
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
-  (for a phrase without ASCII letters or digits, the lines holding one of the characters
-  that can spell one of its own, :func:`~.prefilter.char_needle`, or an escape)
   (its needles found in a lower-cased copy of the piece with StringZilla, see
-  :mod:`.scanbytes`). A line whose text block holds the phrase as it stands in the bytes
+  :mod:`.scanbytes`); for a phrase without ASCII letters or digits, the lines holding an
+  escape or one of the characters that can spell one of its own
+  (:func:`~.prefilter.char_needle`). A line whose text block holds the phrase as it stands in the bytes
   (or spelt with one of the piece's characters that fold to a part of it, ``straße`` for
   ``strasse``) is a match without a decode (:class:`~.scanbytes.InText`); the others are
   decoded and matched exactly as :class:`~.queries.Recall` matches them
