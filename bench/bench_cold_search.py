@@ -16,7 +16,8 @@ Each measurement is a fresh process, as a user running ``dashr search FILE QUERY
 Wall time includes interpreter start and imports; peak RSS is the child's ``VmHWM`` (on
 Linux; else ``ru_maxrss``). The two ``dashr`` outputs must be identical, and the first
 search's text must be theirs (checked every run). Queries: a rare word, a common one, a
-phrase with digits and a non-ASCII word. Without ``--log`` a log is built with
+phrase with digits, a non-ASCII word, a word spelt with a folding character (``ß`` reads
+``ss``) and one without ASCII letters (absent from the synthetic log). Without ``--log`` a log is built with
 ``bench/scale_log.py`` into a temp dir. ``--record`` rewrites the "Cold search" section of
 ``bench/RESULTS.md``.
 """
@@ -50,6 +51,8 @@ QUERIES = (
     ("common", "scheduler"),
     ("digits", "trace id 00000042"),
     ("non-ASCII", "Überprüfung"),
+    ("folding", "straße"),
+    ("no ASCII", "Привет"),
 )
 PEAK = """
 def peak_kib():
