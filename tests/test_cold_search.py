@@ -254,6 +254,63 @@ def test_cold_equals_warm_on_escapes_folding_and_arguments(tmp_path: Path) -> No
     assert_same(as_ascii(log, tmp_path / "ascii.jsonl"), queries)
 
 
+LABEL_QUERIES = [
+    "empty",
+    "(empty)",
+    "mpt",
+    "prior",
+    "prior state",
+    "[prior state checkpoint]",
+    "x",
+    "1x1",
+    "infinity",
+    "inf",
+    "prior empty",
+]
+
+
+def test_words_a_body_shows_as_labels_are_found_where_the_line_does_not_spell_them(
+    tmp_path: Path,
+) -> None:
+    """``(empty)``, ``[prior state checkpoint]``, an image's ``800x600`` and a re-serialised
+    ``Infinity``: a phrase made of their words looks at the lines holding the word and at
+    those that may show it as a label; the result is the replay's."""
+    config = CompactionConfig(
+        engine="recallable",
+        recency_window_tokens=3000,
+        retain_tokens=800,
+        chunk_tokens=1024,
+        stub_tokens=96,
+        state_max_tokens=512,
+    )
+    log = tmp_path / "labels.jsonl"
+    with Dashr.create(log, config=config, durability="flush") as d:
+        for i in range(14):
+            d.record_openai({"role": "user", "content": f"Check module {i}, it is mpty-free."})
+            call = {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": "run", "arguments": f'{{"n": 1e400, "i": {i}}}'},
+            }
+            d.request_messages()
+            d.record_openai({"role": "assistant", "content": "", "tool_calls": [call]})
+            lines = "\n".join(f"line {k} of module {i}: value {i * k}" for k in range(40))
+            d.record_openai({"role": "tool", "tool_call_id": f"c{i}", "content": lines})
+            d.request_messages()
+            d.record_openai({"role": "assistant", "content": "" if i % 3 else f"Done {i}."})
+    with Dashr.open(log, read_only=True) as d:
+        warm = {q: str(warm_search(d, q, None, None)) for q in ("[prior state checkpoint]",)}
+    assert "matched 0" not in warm["[prior state checkpoint]"]  # a state checkpoint shows it
+    tricky = tricky_log(tmp_path / "t.jsonl")
+    for path in (log, tricky):
+        assert_same(path, [(q, None, None) for q in LABEL_QUERIES])
+    data = log.read_bytes()
+    lines = data.count(b"\n")
+    cold.decodes = 0
+    assert cold.search_bytes(data, "empty") is not None
+    assert cold.decodes < lines // 2  # not every message line
+
+
 def test_a_line_spelling_ascii_letters_as_escapes_is_decoded(tmp_path: Path) -> None:
     """A writer may escape any character (``\\u0063`` for ``c``): the bytes then do not
     hold the word, and the line is decoded anyway."""
@@ -410,7 +467,7 @@ def test_a_query_without_a_usable_needle_decodes_every_message_line(
     big_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """...unless the phrase is seen in a text block of the line's bytes (the same result)."""
-    assert plan("ß") is None and plan("prior") is None and plan("(empty)") is None
+    assert plan("ß") is None and plan("é") is None and plan("(-)") is None
     assert plan("scheduler") is not None
     data = big_log.read_bytes()
     messages = sum(1 for x in data.splitlines() if b'"surfaceOp"' in x)

@@ -16,10 +16,10 @@ makes one cheap pass over each piece, keeping only what the result needs:
   (its needles found in a lower-cased copy of the piece with StringZilla, see
   :mod:`.scanbytes`); for a phrase without ASCII letters or digits, the lines holding an
   escape or one of the characters that can spell one of its own
-  (:func:`~.prefilter.char_needle`). A line whose text block holds the phrase as it stands in the bytes
-  (or spelt with one of the piece's characters that fold to a part of it, ``straße`` for
-  ``strasse``) is a match without a decode (:class:`~.scanbytes.InText`); the others are
-  decoded and matched exactly as :class:`~.queries.Recall` matches them
+  (:func:`~.prefilter.char_needle`). A line whose text block holds the phrase as it stands
+  in the bytes (or spelt with one of the piece's characters that fold to a part of it,
+  ``straße`` for ``strasse``) is a match without a decode (:class:`~.scanbytes.InText`);
+  the others are decoded and matched exactly as :class:`~.queries.Recall` matches them
   (:func:`~.search.holds`), as their piece is scanned. A matched line (or its event) is
   kept while the kept ones are few; the others keep their place in the file and are read
   again if they are shown.
@@ -340,6 +340,8 @@ class ColdLog:
         holding: set[int] = set()  # lines holding the primary needle
         escaped: set[int] = set()
         special: set[int] = set()  # lines holding a character the plan folds, or the like
+        labelled: set[int] = set()  # lines that may show the phrase's words as a label
+        labelled_from = len(needles) - (len(self.plan.sources) if self.plan else 0)
         structural = len(_STRUCTURAL)
         low = self._lowered(buf, cut)
         present: set[str] = set()  # the plan's special characters in the piece
@@ -357,6 +359,8 @@ class ColdLog:
                 holding.add(i)
             elif k == structural + 2:
                 special.add(i)
+            elif k >= labelled_from:
+                labelled.add(i)
         wanted = {i for i in wanted if types[i - base] in _WANTED_TYPES}
         _find_starts(buf, cut, [i for i in sorted(wanted) if i not in bounds], bounds)
         for i in sorted(wanted):
@@ -368,6 +372,8 @@ class ColdLog:
         elif p is None:  # those holding a character that may spell the phrase's, or escapes
             looked = [i for i in sorted(found) if types[i - base] in _SURFACE]
         else:
+            if p.labels:  # checkpoint nodes may show the words as a label
+                found.update(i for i in wanted if i not in found)
             looked = [i for i in sorted(found) if types[i - base] in _SURFACE]
             alone = p.needles == (p.primary.decode(),) and not p.digit_needles
             plain = _Lowered(buf, low, p)
@@ -376,7 +382,9 @@ class ColdLog:
                 self._place(i, buf, bounds[i])  # held in a text block: no decode
                 continue
             if p is not None and not (
-                (alone and i in holding)  # it holds all the plan asks of a line
+                i in labelled
+                or (p.labels and i in self.decoded)
+                or (alone and i in holding)  # it holds all the plan asks of a line
                 or (
                     plain.may_match(bounds[i])
                     if i not in escaped and i not in special
@@ -554,7 +562,7 @@ def needles_of(p: Plan | None) -> list[Needle]:
     found: list[Needle] = [p.primary, p.special_chars]
     if p.primary_has_digit:
         found += [TOOL_CALL, IMAGE]
-    return found
+    return found + list(p.sources)  # last: the lines holding one are candidates
 
 
 def _scan_search(

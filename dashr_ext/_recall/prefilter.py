@@ -42,6 +42,14 @@ __all__ = ["Plan", "char_needle", "line_may_match", "plan"]
 SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
 """Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
 ``x`` of an image's ``800x600``)."""
+LABEL_SOURCES: dict[str, tuple[bytes, ...]] = {
+    "prior": (),  # ``[prior state checkpoint]``: a checkpoint node, decoded by the scan
+    "empty": (b'""', b"[]", b"[ ]"),  # ``(empty)``: no block, or only empty texts
+    "infinity": (b'"tool-call"',),  # an overflowing number re-serialised in the arguments
+    "x": (b'"image"',),  # ``800x600``
+}
+"""For each of :data:`SYNTHETIC_WORDS`, what every line whose body shows it holds (unless it
+is a checkpoint node)."""
 
 TOOL_CALL = b'"tool-call"'
 """Every line whose message carries a tool call holds this (the block's type)."""
@@ -79,6 +87,14 @@ class Plan:
     special_chars: frozenset[str]
     """The characters of :attr:`folding` and :data:`LOWER_TO_ASCII`: a line without one is
     tested on its lower-cased bytes."""
+
+    labels: bool = False
+    """The phrase's only runs are parts of :data:`SYNTHETIC_WORDS` (its primary, the only
+    needle, the longest): a line may show them without spelling them, so the lines holding
+    one of :attr:`sources` and the checkpoint nodes are candidates too."""
+    sources: tuple[bytes, ...] = ()
+    """What a line that shows those words without spelling them holds
+    (:data:`LABEL_SOURCES`), a checkpoint node aside."""
 
     @cached_property
     def folding_pattern(self) -> re.Pattern[bytes] | None:
@@ -139,9 +155,10 @@ def _overlaps(form: str, run: str) -> bool:
 
 def plan(phrase: str) -> Plan | None:
     """The prefilter plan of a normalised phrase; None when no line can be skipped."""
-    runs = [r for r in _RUN.findall(phrase) if not any(r in w for w in SYNTHETIC_WORDS)]
+    found = _RUN.findall(phrase)
+    runs = [r for r in found if not any(r in w for w in SYNTHETIC_WORDS)]
     if not runs:
-        return None
+        return _label_plan(found)
     letters = [r for r in runs if not any(c.isdigit() for c in r)]
     digits = [r for r in runs if r not in letters]
     primary = max(letters or digits, key=len)
@@ -173,6 +190,31 @@ def char_needle(phrase: str) -> frozenset[str] | None:
             if best is None or len(found) < len(best):
                 best = found
     return best
+
+
+def _label_plan(runs: list[str]) -> Plan | None:
+    """The plan of a phrase whose runs are all parts of :data:`SYNTHETIC_WORDS` (``empty``,
+    ``prior``): its longest run is looked for, and every line that may show it as a label."""
+    if not runs:
+        return None
+    words = [w for w in SYNTHETIC_WORDS if any(r in w for r in runs)]
+    folding = {
+        ord(char): form
+        for char, form in ascii_folding().items()
+        if any(_overlaps(form, r) for r in runs)
+    }
+    primary = max(runs, key=len)
+    return Plan(
+        needles=(primary,),
+        digit_needles=(),
+        primary=primary.encode(),
+        primary_has_digit=False,
+        folding=folding,
+        risky_escapes=frozenset(range(0x20, 0x7F)) | frozenset(folding),
+        special_chars=frozenset({*map(chr, folding), *LOWER_TO_ASCII}),
+        labels=True,
+        sources=tuple(dict.fromkeys(b for w in words for b in LABEL_SOURCES[w])),
+    )
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:
