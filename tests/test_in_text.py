@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dashr_ext import Dashr
-from dashr_ext._recall import cold, unifold
+from dashr_ext._recall import cold, scanbytes, unifold
 from dashr_ext._recall.prefilter import char_needle, plan
 from dashr_ext._recall.render import event_body
 from dashr_ext._recall.scanbytes import LOWER, InText, spellings
@@ -272,3 +272,27 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         )
         assert cold.decodes <= holding < messages, query  # not every message line
     assert "matched 0" not in warm["привй"] and "matched 0" not in warm["日本"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="ab\nßé–—𝐬ｓⓢ\u2081ſK\u212aİ日", max_size=60),
+    stale=st.text(alphabet="ｓ𝐬ⓢ", max_size=3),
+    budget=st.sampled_from([0, 1, 3, 4096]),
+)
+def test_the_characters_present_in_a_piece_are_found_exactly(
+    text: str, stale: str, budget: int
+) -> None:
+    """Small groups looked for one by one, large ones by their first bytes, or (past the
+    budget) by the piece's bytes beyond ASCII: the same set, and nothing from the stale
+    bytes past the cut."""
+    p = plan("scheduler")
+    assert p is not None
+    chars = p.special_chars | {"日", "–"}
+    data = b"\n" + text.encode() + b"\n"
+    low = bytearray(data.translate(LOWER) + stale.encode())
+    saved, scanbytes.LEADS_LOOKED_AT = scanbytes.LEADS_LOOKED_AT, budget
+    try:
+        assert scanbytes.present_chars(low, len(data), chars) == chars & set(text)
+    finally:
+        scanbytes.LEADS_LOOKED_AT = saved

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 
 import stringzilla as sz
 
@@ -83,11 +84,7 @@ def needle_lines(
     find, rfind = sz.find, sz.rfind
     for k, needle in enumerate(needles):
         if isinstance(needle, frozenset):
-            # Characters beyond ASCII: which of them are in the piece is seen in its bytes
-            # beyond ASCII, decoded (bytes a line cut short left over past ``cut`` decode to
-            # escapes, none of them such a character); each is then found as bytes.
-            rest = low.translate(None, ASCII).decode("utf-8", "surrogateescape")
-            found = needle.intersection(rest)
+            found = present_chars(low, cut, needle)
             present.update(found)
             strings = sorted(c.encode() for c in found)
         else:
@@ -98,6 +95,52 @@ def needle_lines(
                 start = rfind(low, b"\n", 0, at) + 1
                 yield k, seq_at(low, start), start
                 at = find(low, string, find(low, b"\n", at, cut) + 1, cut)
+
+
+SMALL_GROUP = 4
+"""Characters sharing a first byte with at most this many others are each looked for."""
+LEADS_LOOKED_AT = 4096
+"""At most this many bytes starting a character of a large group are looked at in a piece;
+past that, every byte beyond ASCII of the piece is."""
+
+
+@lru_cache(maxsize=16)
+def _groups(chars: frozenset[str]) -> tuple[list[bytes], bytes, dict[bytes, str]]:
+    """``chars`` as the UTF-8 of those of small groups (by first byte), the first bytes of
+    the large groups, and the UTF-8 -> character of those."""
+    by_lead: dict[int, list[str]] = {}
+    for char in chars:
+        by_lead.setdefault(char.encode("utf-8", "surrogatepass")[0], []).append(char)
+    small = [c.encode("utf-8", "surrogatepass") for g in by_lead.values() if len(g) <= SMALL_GROUP
+             for c in g]  # fmt: skip
+    large = {lead: g for lead, g in by_lead.items() if len(g) > SMALL_GROUP}
+    utf8 = {c.encode("utf-8", "surrogatepass"): c for g in large.values() for c in g}
+    return sorted(small), bytes(sorted(large)), utf8
+
+
+def present_chars(low: bytearray, cut: int, chars: frozenset[str]) -> set[str]:
+    """The characters of ``chars`` (beyond ASCII) in ``low[1:cut]``. Those sharing their
+    first byte with few others are each looked for; for the others, each byte starting one
+    of them is looked at (SIMD, :func:`stringzilla.find_first_of`), unless there are many:
+    then the piece's bytes beyond ASCII are decoded and intersected."""
+    small, leads, utf8 = _groups(chars)
+    found = {c.decode("utf-8", "surrogatepass") for c in small if sz.find(low, c, 1, cut) >= 0}
+    at, looked = 0, 0
+    while leads:
+        at = sz.find_first_of(low, leads, at + 1, cut)
+        if at < 0:
+            return found
+        looked += 1
+        if looked > LEADS_LOOKED_AT:
+            with memoryview(low) as view:
+                rest = view[1:cut].tobytes().translate(None, ASCII)
+            return found | chars.intersection(rest.decode("utf-8", "surrogateescape"))
+        lead = low[at]
+        size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        char = utf8.get(bytes(low[at : at + size]))
+        if char is not None:
+            found.add(char)
+    return found
 
 
 def seq_at(buf: bytearray, start: int) -> int:
