@@ -17,9 +17,9 @@ Wall time includes interpreter start and imports; peak RSS is the child's ``VmHW
 Linux; else ``ru_maxrss``). The two ``dashr`` outputs must be identical, and the first
 search's text must be theirs (checked every run). Queries: a rare word, a common one, a
 phrase with digits, a non-ASCII word, a word spelt with a folding character (``ß`` reads
-``ss``) and one without ASCII letters (absent from the synthetic log). Without ``--log`` a log is built with
-``bench/scale_log.py`` into a temp dir. ``--record`` rewrites the "Cold search" section of
-``bench/RESULTS.md``.
+``ss``) and one without ASCII letters (absent from the synthetic log). Without ``--log`` a
+log is built with ``bench/scale_log.py`` into a temp dir. ``--record`` rewrites the "Cold
+search" section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
