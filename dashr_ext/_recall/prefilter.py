@@ -24,8 +24,11 @@ the search text, so it lies in the raw line, case aside, unless
   is named by its path (``[edits[0].new]``) and an image reads ``[image image/png 800x600
   …]``, so digit runs are only required of lines without either.
 
-A phrase without a usable needle (all non-ASCII, or only label words) gets no plan: every
-message line is decoded.
+A phrase whose runs are all parts of those label words (``empty``, ``prior``) is planned on
+its longest run, with the lines that may show the label without spelling it (empty texts,
+checkpoint nodes, tool calls, images) as candidates too. A phrase without ASCII letters or
+digits gets no plan: the lines holding one of the characters that can spell one of its own
+are looked at (:func:`char_needle`), or every message line when it has none (``é``).
 """
 
 from __future__ import annotations

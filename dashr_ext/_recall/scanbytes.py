@@ -17,7 +17,8 @@ from .prefilter import IMAGE, TOOL_CALL, Plan
 from .search import cut_before, fixed, form_of
 
 __all__ = ["ASCII", "LOWER", "InText", "Lowered", "Needle", "Refused", "find_starts",
-           "line_starts", "needle_lines", "seq_at"]  # fmt: skip
+           "line_starts", "needle_lines", "present_chars", "seq_at", "spellings",
+           "string_end"]  # fmt: skip
 
 LOWER = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 256))
 """ASCII letters lower-cased, every other byte kept (a :func:`stringzilla.translate` table)."""
@@ -157,7 +158,7 @@ _MESSAGE_HEAD = re.compile(
 flat ``source`` of plain values, so that what follows ``[`` is the message's content."""
 _TEXT_BLOCKS = (b'{"type":"text","text":"', b'{"type":"reasoning","text":"')
 """The blocks whose ``text`` a body shows as it is (:func:`~.render.event_body`)."""
-_BACKSLASH, _QUOTE, _U = 0x5C, 0x22, 0x75
+_BACKSLASH, _U = 0x5C, 0x75
 
 
 class InText:
@@ -237,7 +238,7 @@ class InText:
                 try:
                     char = low[first:at].decode()
                 except UnicodeDecodeError:
-                    return False
+                    return False  # not UTF-8 here: the decode says what it is
                 if form_of(char) == self.first:
                     return True
             at = sz.find(low, rest, at + 1, end)
@@ -264,8 +265,8 @@ def spellings(phrase: str, chars: Iterable[str]) -> list[bytes]:
     out: list[bytes] = []
     for char in sorted(chars):
         form = form_of(char)
-        if not form or form == char or not form.strip() or form != "".join(form.split()):
-            continue
+        if not form or form == char or form != "".join(form.split()):
+            continue  # none, itself, or one holding whitespace
         at = phrase.find(form)
         while at >= 0:
             out.append(
