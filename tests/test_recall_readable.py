@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from helpers import ScriptedSummarizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._meter import TokenMeter
@@ -112,6 +114,56 @@ def test_decoded_arguments_name_each_escaped_string_by_its_path() -> None:
     assert decoded_arguments(json.dumps({"path": "src/a.py"})) == []
     assert decoded_arguments('["not", "an object"]') == []
     assert decoded_arguments("{not json") == []
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\\n\x01é/ '),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=3), _JSON_VALUES, max_size=3), ascii_only=st.booleans()
+)
+def test_arguments_without_a_backslash_have_no_string_escaping_changes(
+    value: dict[str, object], ascii_only: bool
+) -> None:
+    """The shortcut ``decoded_arguments`` takes is exact: arguments with no backslash hold no
+    string that escaping changes, and otherwise the strings it names are those."""
+    arguments = json.dumps(value, ensure_ascii=ascii_only)
+    strings: list[str] = []
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    changed = [x for x in strings if any(c in x for c in '"\\') or any(ord(c) < 32 for c in x)]
+    if "\\" not in arguments:
+        assert not changed and decoded_arguments(arguments) == []
+    else:
+        assert len(decoded_arguments(arguments)) == len(changed)
+
+
+def test_arguments_without_a_backslash_are_not_parsed_for_their_escaped_strings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted: the search form parses a tool call's arguments once (to re-serialise them),
+    not twice, when nothing in them is escaped."""
+    from dashr_ext._recall import render
+
+    parsed: list[str] = []
+    real = render.arguments_object
+    monkeypatch.setattr(render, "arguments_object", lambda a: parsed.append(a) or real(a))
+    assert decoded_arguments('{"path": "src/a.py", "n": [1, 2]}') == [] and parsed == []
+    assert decoded_arguments('{"new": "x = \\"1\\""}') == ['[new] x = "1"'] and len(parsed) == 1
 
 
 # --------------------------------------------------------------------------- Unicode

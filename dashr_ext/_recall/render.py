@@ -84,7 +84,11 @@ def decoded_arguments(arguments: str) -> list[str]:
 
     In document order; a nested value is named by its path (``[edits[0].new]``). Strings that
     read the same inside the JSON, and arguments that are not a JSON object, give nothing.
+    Arguments without a backslash give nothing unparsed: a JSON string holds a quote, a
+    backslash or a control character only escaped.
     """
+    if "\\" not in arguments:
+        return []
     value = arguments_object(arguments)
     if value is None:
         return []
