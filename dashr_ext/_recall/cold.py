@@ -29,7 +29,8 @@ snippets, order and counts. Whatever this pass does not handle exactly gives Non
 caller replays the log instead: a line in another key order or with a non-dense seq, a torn
 last line, a log without turn markers or ending inside a step (the running step is left out
 of a search), a query or limit ``history_search`` refuses, an unknown checkpoint. A corrupt
-line that is neither decoded nor structural is not noticed here (a replay reports it).
+line that is neither decoded nor structural is not noticed here (a replay reports it); a
+match confirmed in its bytes is decoded only if it is shown.
 
 ``dashr search FILE`` uses :func:`cold_search`. A read-only ``Dashr`` (already replayed)
 uses :func:`search_replayed` for its first ``history_search``: the same scan of its file,
