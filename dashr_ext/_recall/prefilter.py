@@ -157,11 +157,17 @@ def _overlaps(form: str, run: str) -> bool:
 
 
 def plan(phrase: str) -> Plan | None:
-    """The prefilter plan of a normalised phrase; None when no line can be skipped."""
+    """The prefilter plan of a normalised phrase; None when no line can be skipped.
+
+    A phrase whose runs are all parts of :data:`SYNTHETIC_WORDS` (``empty``, ``prior``) is
+    planned on its longest run alone, with every line that may show it as a label."""
     found = _RUN.findall(phrase)
     runs = [r for r in found if not any(r in w for w in SYNTHETIC_WORDS)]
-    if not runs:
-        return _label_plan(found)
+    labels = not runs
+    if labels:
+        runs = found  # parts of label words: no digit among them
+        if not runs:
+            return None
     letters = [r for r in runs if not any(c.isdigit() for c in r)]
     digits = [r for r in runs if r not in letters]
     primary = max(letters or digits, key=len)
@@ -170,15 +176,17 @@ def plan(phrase: str) -> Plan | None:
         for char, form in ascii_folding().items()
         if any(_overlaps(form, r) for r in runs)
     }
-    risky = frozenset(range(0x20, 0x7F)) | frozenset(folding)
+    words = [w for w in SYNTHETIC_WORDS if any(r in w for r in runs)] if labels else []
     return Plan(
-        needles=tuple(letters),
+        needles=(primary,) if labels else tuple(letters),
         digit_needles=tuple(digits),
         primary=primary.encode(),
         primary_has_digit=not letters,
         folding=folding,
-        risky_escapes=risky,
+        risky_escapes=frozenset(range(0x20, 0x7F)) | frozenset(folding),
         special_chars=frozenset({*map(chr, folding), *LOWER_TO_ASCII}),
+        labels=labels,
+        sources=tuple(dict.fromkeys(b for w in words for b in LABEL_SOURCES[w])),
     )
 
 
@@ -193,31 +201,6 @@ def char_needle(phrase: str) -> frozenset[str] | None:
             if best is None or len(found) < len(best):
                 best = found
     return best
-
-
-def _label_plan(runs: list[str]) -> Plan | None:
-    """The plan of a phrase whose runs are all parts of :data:`SYNTHETIC_WORDS` (``empty``,
-    ``prior``): its longest run is looked for, and every line that may show it as a label."""
-    if not runs:
-        return None
-    words = [w for w in SYNTHETIC_WORDS if any(r in w for r in runs)]
-    folding = {
-        ord(char): form
-        for char, form in ascii_folding().items()
-        if any(_overlaps(form, r) for r in runs)
-    }
-    primary = max(runs, key=len)
-    return Plan(
-        needles=(primary,),
-        digit_needles=(),
-        primary=primary.encode(),
-        primary_has_digit=False,
-        folding=folding,
-        risky_escapes=frozenset(range(0x20, 0x7F)) | frozenset(folding),
-        special_chars=frozenset({*map(chr, folding), *LOWER_TO_ASCII}),
-        labels=True,
-        sources=tuple(dict.fromkeys(b for w in words for b in LABEL_SOURCES[w])),
-    )
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:

@@ -14,7 +14,7 @@ from functools import lru_cache
 import stringzilla as sz
 
 from .prefilter import IMAGE, TOOL_CALL, Plan
-from .search import cut_before, fixed, form_of
+from .search import cut_before, fixed, folds_before, form_of
 
 __all__ = ["ASCII", "LOWER", "InText", "Lowered", "Needle", "Refused", "find_starts",
            "line_starts", "needle_lines", "present_chars", "seq_at", "spellings",
@@ -231,16 +231,8 @@ class InText:
             return False
         at = sz.find(low, rest, begin + 1, end)
         while at >= 0:
-            first = at - 1
-            while first > begin and 0x80 <= low[first] < 0xC0:  # to its first byte
-                first -= 1
-            if low[first] >= 0x80 and self._cut(at + len(rest), end):
-                try:
-                    char = low[first:at].decode()
-                except UnicodeDecodeError:
-                    return False  # not UTF-8 here: the decode says what it is
-                if form_of(char) == self.first:
-                    return True
+            if self._cut(at + len(rest), end) and folds_before(low, at, begin, self.first):
+                return True
             at = sz.find(low, rest, at + 1, end)
         return False
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import AnyStr
 
-__all__ = ["SNIPPET_CHARS", "SearchIndex", "cut_before", "fixed", "form_of", "holds", "normalize",
-           "snippet"]  # fmt: skip
+__all__ = ["SNIPPET_CHARS", "SearchIndex", "cut_before", "fixed", "folds_before", "form_of",
+           "holds", "normalize", "snippet"]  # fmt: skip
 
 SNIPPET_CHARS = 240
 """Longest snippet text of a search hit (the ``…`` marks excluded)."""
@@ -266,10 +266,21 @@ def _found_alone(data: bytes, phrase: str) -> bool:
     at = data.find(rest, 1)
     if at < 0 or not cut_before(data, at + len(rest)):
         return False
+    return folds_before(data, at, 0, phrase[0])
+
+
+def folds_before(data: bytes | bytearray, at: int, floor: int, first: str) -> bool:
+    """Whether the character ending at byte ``at`` of the UTF-8 ``data`` (starting at or after
+    ``floor``) is one beyond ASCII that folds alone to ``first``."""
     start = at - 1
-    while start > 0 and 0x80 <= data[start] < 0xC0:  # back to the first byte of its character
+    while start > floor and 0x80 <= data[start] < 0xC0:  # back to its first byte
         start -= 1
-    return form_of(data[start:at].decode("utf-8", "surrogatepass")) == phrase[0]
+    if data[start] < 0x80:
+        return False
+    try:
+        return form_of(data[start:at].decode("utf-8", "surrogatepass")) == first
+    except UnicodeDecodeError:
+        return False
 
 
 def fixed(phrase: str) -> bool:
