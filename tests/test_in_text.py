@@ -204,8 +204,11 @@ def test_the_table_of_changing_characters_is_this_python_s() -> None:
     assert table == changing
 
 
-CYRILLIC = "привет ПРИВЕТ Прив\u0438\u0306 й и日本⽇㊐ Ｐ ßЁё\u0415\u0308"
-"""Letters and their capitals, a decomposed й and ё, CJK with its compatibility forms."""
+CYRILLIC = (
+    "привет ПРИВЕТ Прив\u0438\u0306 й и日本⽇㊐ Ｐ ßЁё\u0415\u0308éÉE\u0301\u0341가\u1100\u1161"
+)
+"""Letters and their capitals, a decomposed й, ё and é, CJK with its compatibility forms,
+a Hangul syllable and its jamo."""
 
 
 @settings(max_examples=800, deadline=None)
@@ -217,6 +220,8 @@ CYRILLIC = "привет ПРИВЕТ Прив\u0438\u0306 й и日本⽇㊐ Ｐ
 @example(text="Прив\u0438\u0306", phrase="привй", ascii_only=False)
 @example(text="ПРИВЕТ", phrase="привет", ascii_only=False)
 @example(text="⽇本", phrase="日本", ascii_only=True)
+@example(text="E\u0301", phrase="é", ascii_only=False)
+@example(text="\u1100\u1161", phrase="가", ascii_only=False)
 def test_a_line_holding_a_phrase_without_a_plan_holds_one_of_its_characters(
     text: str, phrase: str, ascii_only: bool
 ) -> None:
@@ -248,6 +253,9 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "⽇本 and ㊐",
         "nothing here at all",
         "plain ascii line",
+        "Café Éclair",
+        "CAFE\u0301 au lait",
+        "가나다",
     ]
     with Dashr.create(log, durability="flush") as d:
         for i in range(40):
@@ -255,7 +263,7 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
                 d.record_openai({"role": "user", "content": f"{text} #{i}"})
     data = log.read_bytes()
     messages = data.count(b'"surfaceOp"')
-    queries = ["привет", "ПРИВЕТ", "привй", "日本", "本", "мир", "всем привет"]
+    queries = ["привет", "ПРИВЕТ", "привй", "日本", "本", "мир", "всем привет", "é", "É", "가"]
     with Dashr.open(log, read_only=True) as d:
         saved, cold.ENABLED = cold.ENABLED, False
         try:
@@ -272,7 +280,8 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
             1 for x in data.splitlines() if b"\\u" in x or any(c.encode() in x for c in chars)
         )
         assert cold.decodes <= holding < messages, query  # not every message line
-    assert "matched 0" not in warm["привй"] and "matched 0" not in warm["日本"]
+    for query in ("привй", "日本", "é", "가"):
+        assert "matched 0" not in warm[query], query
 
 
 @settings(max_examples=300, deadline=None)

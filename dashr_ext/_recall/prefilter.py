@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .asciifold import ascii_folding
-from .unifold import searchable, sources
+from .unifold import expansion, searchable, sources
 
 __all__ = ["Plan", "char_needle", "line_may_match", "plan"]
 
@@ -192,10 +192,13 @@ def plan(phrase: str) -> Plan | None:
 
 def char_needle(phrase: str) -> frozenset[str] | None:
     """For a phrase without a plan: the characters one of which every line that can hold
-    it holds, unless it escapes characters (``\\u``): the :func:`.unifold.sources` of its
-    :func:`.unifold.searchable` character with the fewest; None when it has none."""
+    it holds, unless it escapes characters (``\\u``): the :func:`.unifold.sources` of the
+    :func:`.unifold.searchable` character with the fewest, among the phrase's characters
+    and the parts of their :func:`.unifold.expansion` (a composed ``é`` is only made from a
+    line holding an acute accent, alone or in a character holding one); None when there is
+    none."""
     best: frozenset[str] | None = None
-    for char in sorted(set(phrase)):
+    for char in sorted({part for c in set(phrase) for part in expansion(c)}):
         if searchable(char):
             found = sources(char)
             if best is None or len(found) < len(best):
