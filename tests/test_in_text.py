@@ -236,12 +236,99 @@ def test_a_line_holding_a_phrase_without_a_plan_holds_one_of_its_characters(
         assert b"\\u" in line or any(c.encode() in line for c in chars), (text, phrase)
 
 
+PUNCTUATION = "=!>-+.()[]{}:,\"'# ＝‼≠\u0338e1…"
+"""ASCII punctuation (some of it in every line, some in labels and numbers), characters
+folding to it, a decomposed ``≠``, a letter and a digit."""
+IMAGE_BLOCK = {
+    "type": "image",
+    "attachmentId": "a.1",
+    "mediaType": "image/png",
+    "width": 8,
+    "height": 6,
+    "bytes": 10,
+}
+NUMBERS = st.sampled_from(
+    ["1e-5", "0.00001", "1E+16", "1e16", "1e2", "1e400", "-1e400", "2", "[1.5]"]
+)
+"""Arguments' numbers that re-serialise with characters they did not hold (``1e-05``,
+``1e+16``, ``Infinity``, ``1.5``)."""
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    blocks=st.lists(
+        st.one_of(
+            st.builds(lambda t: {"type": "text", "text": t}, st.text(PUNCTUATION, max_size=12)),
+            st.builds(
+                lambda t, n: {
+                    "type": "tool-call",
+                    "id": "c1",
+                    "name": "run",
+                    "arguments": f'{{"a":{n},"b":{json.dumps(t)}}}',
+                },
+                st.text(PUNCTUATION, max_size=8),
+                NUMBERS,
+            ),
+            st.just(IMAGE_BLOCK),
+        ),
+        max_size=3,
+    ),
+    phrase=st.text(PUNCTUATION, min_size=1, max_size=4),
+    ascii_only=st.booleans(),
+)
+@example(blocks=[{"type": "text", "text": "a \u2260 b"}], phrase="=", ascii_only=False)
+@example(blocks=[{"type": "text", "text": "a =\u0338 b"}], phrase="≠", ascii_only=False)
+@example(blocks=[{"type": "text", "text": "wow‼"}], phrase="!!", ascii_only=True)
+@example(
+    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":0.00001}'}],
+    phrase="-",
+    ascii_only=False,
+)
+@example(
+    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":1e2}'}],
+    phrase=".",
+    ascii_only=False,
+)
+@example(
+    blocks=[
+        {"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":10000000000000000.0}'}
+    ],
+    phrase="+",
+    ascii_only=False,
+)
+def test_a_line_holding_a_punctuation_phrase_holds_one_of_its_characters(
+    blocks: list[dict[str, Any]], phrase: str, ascii_only: bool
+) -> None:
+    """The same for a phrase of punctuation: labels (``(empty)``, ``[tool call]``) and
+    re-serialised numbers (``1e-05``) show characters the line need not hold, and are
+    never looked for."""
+    phrase = normalize(phrase)
+    chars = char_needle(phrase) if phrase and plan(phrase) is None else None
+    if chars is None:
+        return
+    line = line_of(blocks, ascii_only=ascii_only)
+    if body_holds(line, phrase):
+        assert b"\\u" in line or any(c.encode() in line for c in chars), (blocks, phrase)
+
+
+def test_punctuation_needles() -> None:
+    """Which character a punctuation phrase is looked for by: not one a label or a number
+    may show, and one in every line only when there is no other."""
+    assert char_needle("==") == unifold.sources("=") and "≠" in unifold.sources("=")
+    assert char_needle("->") == unifold.sources(">")
+    assert char_needle('":"') == unifold.sources('"')
+    assert char_needle(':"!') == unifold.sources("!")
+    assert char_needle("-") == unifold.sources("-")  # a line showing ``1e-05`` holds one
+    for phrase in ("()", "[]", "...", "+", "+.", "1.", "x"):
+        assert char_needle(phrase) is None, phrase
+
+
 def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
     tmp_path: Path,
 ) -> None:
-    """Counted: a Cyrillic or CJK phrase decodes only lines holding one of its characters'
-    sources (or an escape); the result is the replay's, capitals, decomposed letters and
-    compatibility forms included."""
+    """Counted: a Cyrillic, CJK, accented or punctuation phrase decodes only lines holding
+    one of its characters' sources (or an escape); the result is the replay's, capitals,
+    decomposed letters and compatibility forms included."""
     log = tmp_path / "u.jsonl"
     texts = [
         "Привет, мир",
@@ -256,6 +343,9 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "Café Éclair",
         "CAFE\u0301 au lait",
         "가나다",
+        "if x == y: return",
+        "a -> b",
+        "wow‼ a ≠ b",
     ]
     with Dashr.create(log, durability="flush") as d:
         for i in range(40):
@@ -263,7 +353,22 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
                 d.record_openai({"role": "user", "content": f"{text} #{i}"})
     data = log.read_bytes()
     messages = data.count(b'"surfaceOp"')
-    queries = ["привет", "ПРИВЕТ", "привй", "日本", "本", "мир", "всем привет", "é", "É", "가"]
+    queries = [
+        "привет",
+        "ПРИВЕТ",
+        "привй",
+        "日本",
+        "本",
+        "мир",
+        "всем привет",
+        "é",
+        "É",
+        "가",
+        "==",
+        "->",
+        "!!",
+        "≠",
+    ]
     with Dashr.open(log, read_only=True) as d:
         saved, cold.ENABLED = cold.ENABLED, False
         try:
@@ -280,7 +385,7 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
             1 for x in data.splitlines() if b"\\u" in x or any(c.encode() in x for c in chars)
         )
         assert cold.decodes <= holding < messages, query  # not every message line
-    for query in ("привй", "日本", "é", "가"):
+    for query in ("привй", "日本", "é", "가", "==", "->", "!!", "≠"):
         assert "matched 0" not in warm[query], query
 
 

@@ -28,7 +28,8 @@ A phrase whose runs are all parts of those label words (``empty``, ``prior``) is
 its longest run, with the lines that may show the label without spelling it (empty texts,
 checkpoint nodes, tool calls, images) as candidates too. A phrase without ASCII letters or
 digits gets no plan: the lines holding one of the characters that can spell one of its own
-are looked at (:func:`char_needle`), or every message line when it has none (``é``).
+(or a part of one, the accent of ``é``; an ASCII ``=`` or ``!`` too) are looked at
+(:func:`char_needle`), or every message line when it has none (``[]``, ``...``).
 """
 
 from __future__ import annotations
@@ -190,20 +191,41 @@ def plan(phrase: str) -> Plan | None:
     )
 
 
+SYNTHESIZED = frozenset("[]().+")
+"""The ASCII characters beyond letters and digits a body may show that its raw line need not
+hold: those of its labels (``[tool call]``, ``(empty)``, ``[edits[0].new]``) and of numbers
+re-serialised in tool-call arguments (``1e+16``, ``100000.0``; the ``-`` of ``1e-05`` is
+shown only by a line holding ``"tool-call"``). No line is looked for by one of them."""
+EVERYWHERE = frozenset('"{}:,')
+"""Characters every line of a log holds (its JSON): looked for only when the phrase has no
+other."""
+COMMON = frozenset("-/_'")
+"""Characters common in text and code (hyphens, paths, names): looked for only when the
+phrase has no rarer one."""
+
+
 def char_needle(phrase: str) -> frozenset[str] | None:
     """For a phrase without a plan: the characters one of which every line that can hold
-    it holds, unless it escapes characters (``\\u``): the :func:`.unifold.sources` of the
-    :func:`.unifold.searchable` character with the fewest, among the phrase's characters
-    and the parts of their :func:`.unifold.expansion` (a composed ``é`` is only made from a
-    line holding an acute accent, alone or in a character holding one); None when there is
-    none."""
-    best: frozenset[str] | None = None
+    it holds, unless it escapes characters (``\\u``). They are the
+    :func:`.unifold.sources` of one of the phrase's characters, or of a part of one's
+    :func:`.unifold.expansion` (a composed ``é`` is only made from a line holding an acute
+    accent, alone or in a character holding one): a character beyond ASCII that is
+    :func:`.unifold.searchable`, or an ASCII one that is not whitespace, a letter, a digit
+    or one of :data:`SYNTHESIZED`; the one with the fewest sources, preferring those not
+    in every line (:data:`EVERYWHERE`), then those not :data:`COMMON`. None when there is
+    none (``[]``, ``...``)."""
+    best: tuple[bool, bool, int, frozenset[str]] | None = None
     for char in sorted({part for c in set(phrase) for part in expansion(c)}):
-        if searchable(char):
-            found = sources(char)
-            if best is None or len(found) < len(best):
-                best = found
-    return best
+        if char.isascii():
+            if char.isspace() or char.isalnum() or char in SYNTHESIZED:
+                continue
+        elif not searchable(char):
+            continue
+        found = sources(char)
+        key = (char in EVERYWHERE, char in COMMON, len(found), found)
+        if best is None or key[:3] < best[:3]:
+            best = key
+    return best[3] if best is not None else None
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:

@@ -208,6 +208,6 @@ def searchable(char: str) -> bool:
 
 
 def sources(char: str) -> frozenset[str]:
-    """Every character whose :func:`expansion` holds ``char`` (a :func:`searchable` one),
-    ``char`` first among them."""
+    """Every character whose :func:`expansion` holds ``char`` (a :func:`searchable` one,
+    or an ASCII one), ``char`` among them."""
     return frozenset({char}) | _sources_of().get(char, frozenset())
