@@ -53,6 +53,8 @@ QUERIES = (
     ("non-ASCII", "Überprüfung"),
     ("folding", "straße"),
     ("no ASCII", "Привет"),
+    ("accent only", "é"),
+    ("operator", "=="),
 )
 PEAK = """
 def peak_kib():

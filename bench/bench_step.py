@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,16 @@ from dashr_ext._session import Session  # noqa: E402
 
 SECTION = "## Per-step cost (bench/bench_step.py)"
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
+SERIALIZE_SECTION = (
+    "## Per-step cost: the list against the request it carries (bench/bench_step.py)"
+)
+SERIALIZE_NOTE = (
+    "`python bench/bench_step.py --serialize --runs 3`: the history shape (a session that never"
+    " compacts), each run a fresh process; `request_messages()` with no new node (the pressure"
+    " check and the new list: the part of a step that grows with the surface), best of 7,"
+    " against `json.dumps` of the list it returns (what httpx and the OpenAI client do with it"
+    " before sending), best of 3; min – max over the runs, ms."
+)
 SURFACE = 2_000
 """Surface nodes of the compacted shape."""
 HUGE = 10**9
@@ -355,6 +366,39 @@ def ratio_spread(values: list[float], base: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
 
 
+def run_serialize(sizes: list[int]) -> dict[int, dict[str, float]]:
+    """For each size of the history shape: ``request_messages()`` (no new node: the pressure
+    check and the list) against ``json.dumps`` of the list it returns, what an HTTP client
+    does with it (httpx and the OpenAI client serialise with ``json``). Best of runs, ms."""
+    out: dict[int, dict[str, float]] = {}
+    for n in sizes:
+        d = build(n, "history")
+        messages = d.request_messages()
+        gc.collect()
+        request = min(timed(d.request_messages) for _ in range(7)) * 1000
+        dumps = min(timed(partial(json.dumps, messages)) for _ in range(3)) * 1000
+        out[n] = {"surface": len(messages), "request": request, "dumps": dumps}
+        del d, messages
+        gc.collect()
+    return out
+
+
+def serialize_report(runs: list[dict[str, dict[str, float]]], sizes: list[int]) -> list[str]:
+    lines = [
+        "| events | surface | `request_messages()` | `json.dumps` of its list | request / dumps |",
+        "|---|---|---|---|---|",
+    ]
+    for n in sizes:
+        rs = [r[str(n)] for r in runs]
+        shares = [r["request"] / r["dumps"] for r in rs]
+        lines.append(
+            f"| {n:,} | {rs[0]['surface']:,.0f} | {spread([r['request'] for r in rs])} "  # ms
+            f"| {spread([r['dumps'] for r in rs])} "
+            f"| {min(shares) * 100:.1f} % – {max(shares) * 100:.1f} % |"
+        )
+    return lines
+
+
 def child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True
@@ -387,18 +431,33 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--log", type=Path, help="a real session log to step as well")
     parser.add_argument("--record", action="store_true")
+    parser.add_argument(
+        "--serialize",
+        action="store_true",
+        help="time request_messages() against json.dumps of its list (history shape) instead",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, what, steps = args.child
         if kind == "log":
             print(json.dumps(run_log(Path(what), int(steps))))
+        elif kind == "serialize":
+            print(json.dumps(run_serialize([int(x) for x in what.split(",")])))
         else:
             sizes = [int(x) for x in what.split(",")]
             print(json.dumps(run_shape(kind, sizes, int(steps))))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     notes = machine_note_list()
+    if args.serialize:
+        measured = [child(["serialize", args.sizes, "0"]) for _ in range(args.runs)]
+        lines = serialize_report(measured, sizes)
+        print("\n".join(lines))
+        if args.record:
+            body = "\n".join([f"Machine: {join_notes(notes)}.", "", SERIALIZE_NOTE, "", *lines])
+            record_section(SERIALIZE_SECTION, body)
+        return
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for r in range(args.runs):
         for shape in ("history", "compacted"):

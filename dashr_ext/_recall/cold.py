@@ -15,14 +15,14 @@ makes one cheap pass over each piece, keeping only what the result needs:
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
   (its needles found in a lower-cased copy of the piece with StringZilla, see
   :mod:`.scanbytes`); for a phrase without ASCII letters or digits, the lines holding an
-  escape or one of the characters that can spell one of its own
-  (:func:`~.prefilter.char_needle`). A line whose text block holds the phrase as it stands
-  in the bytes (or spelt with one of the piece's characters that fold to a part of it,
-  ``straße`` for ``strasse``) is a match without a decode (:class:`~.scanbytes.InText`);
-  the others are decoded and matched exactly as :class:`~.queries.Recall` matches them
-  (:func:`~.search.holds`), as their piece is scanned. A matched line (or its event) is
-  kept while the kept ones are few; the others keep their place in the file and are read
-  again if they are shown.
+  escape or one of the characters that can spell one of its own or a part of one (the
+  accent of ``é``, the ``=`` of ``==``; :func:`~.prefilter.char_needle`). A line whose
+  text block holds the phrase as it stands in the bytes (or spelt with one of the piece's
+  characters that fold to a part of it, ``straße`` for ``strasse``) is a match without a
+  decode (:class:`~.scanbytes.InText`); the others are decoded and matched exactly as
+  :class:`~.queries.Recall` matches them (:func:`~.search.holds`), as their piece is
+  scanned. A matched line (or its event) is kept while the kept ones are few; the others
+  keep their place in the file and are read again if they are shown.
 
 The result is the text ``Recall.search`` gives for the same file: the same hits, owners,
 snippets, order and counts. Whatever this pass does not handle exactly gives None, and the
