@@ -393,24 +393,43 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
 @given(
     text=st.text(alphabet="ab\nßé–—𝐬ｓⓢ\u2081ſK\u212aİ日", max_size=60),
     stale=st.text(alphabet="ｓ𝐬ⓢ", max_size=3),
-    budget=st.sampled_from([0, 1, 3, 4096]),
+    listed=st.sampled_from([0, 1, 2, 256]),
+    counts=st.sampled_from([0, 1, 3, 96]),
 )
 def test_the_characters_present_in_a_piece_are_found_exactly(
-    text: str, stale: str, budget: int
+    text: str, stale: str, listed: int, counts: int
 ) -> None:
-    """Small groups looked for one by one, large ones by their first bytes, or (past the
-    budget) by the piece's bytes beyond ASCII: the same set, and nothing from the stale
-    bytes past the cut."""
+    """Characters looked for, shorter prefixes counted, each place of a rare one looked at,
+    a frequent one's longer prefixes counted, or (past the budget) the piece's bytes beyond
+    ASCII decoded: the same set, and nothing from the stale bytes past the cut."""
     p = plan("scheduler")
     assert p is not None
-    chars = p.special_chars | {"日", "–"}
+    chars = p.special_chars | {"日", "–", "a"}
     data = b"\n" + text.encode() + b"\n"
     low = bytearray(data.translate(LOWER) + stale.encode())
-    saved, scanbytes.LEADS_LOOKED_AT = scanbytes.LEADS_LOOKED_AT, budget
+    saved = scanbytes.LISTED, scanbytes.COUNTS
+    scanbytes.LISTED, scanbytes.COUNTS = listed, counts
     try:
         assert scanbytes.present_chars(low, len(data), chars) == chars & set(text)
     finally:
-        scanbytes.LEADS_LOOKED_AT = saved
+        scanbytes.LISTED, scanbytes.COUNTS = saved
+
+
+def test_a_frequent_prefix_is_not_listed_place_by_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted: in a piece full of dashes (``\\xe2\\x80``), the Kelvin sign
+    (``\\xe2\\x84\\xaa``) sharing their first byte is not looked for dash by dash."""
+    low = bytearray(b"\n" + ("a — b – c\n" * 2000).encode() + b"\n")
+    finds: list[int] = []
+    real = scanbytes.sz.find
+
+    def counted(*args: object) -> int:
+        finds.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scanbytes.sz, "find", counted)
+    chars = frozenset({"\u212a", "ſ", "–"})
+    assert scanbytes.present_chars(low, len(low) - 1, chars) == {"–"}
+    assert len(finds) < 10
 
 
 WORDS = [

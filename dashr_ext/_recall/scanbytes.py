@@ -98,49 +98,75 @@ def needle_lines(
                 at = find(low, string, find(low, b"\n", at, cut) + 1, cut)
 
 
-SMALL_GROUP = 4
-"""Characters sharing a first byte with at most this many others are each looked for."""
-LEADS_LOOKED_AT = 4096
-"""At most this many bytes starting a character of a large group are looked at in a piece;
-past that, every byte beyond ASCII of the piece is."""
+LISTED = 256
+"""A prefix of a character's UTF-8 found at most this many times in a piece has each of its
+places looked at; found more often, its longer prefixes are counted instead."""
+COUNTS = 96
+"""At most this many prefixes are counted in a piece; past that, every byte beyond ASCII of
+the piece is decoded."""
+
+_Trie = tuple[tuple[bytes, "str | None", "_Trie"], ...]
+"""Prefixes one byte longer than their parent's: ``(prefix, its character when it is a whole
+one, its own children)``."""
 
 
 @lru_cache(maxsize=16)
-def _groups(chars: frozenset[str]) -> tuple[list[bytes], bytes, dict[bytes, str]]:
-    """``chars`` as the UTF-8 of those of small groups (by first byte), the first bytes of
-    the large groups, and the UTF-8 -> character of those."""
-    by_lead: dict[int, list[str]] = {}
-    for char in chars:
-        by_lead.setdefault(char.encode("utf-8", "surrogatepass")[0], []).append(char)
-    small = [c.encode("utf-8", "surrogatepass") for g in by_lead.values() if len(g) <= SMALL_GROUP
-             for c in g]  # fmt: skip
-    large = {lead: g for lead, g in by_lead.items() if len(g) > SMALL_GROUP}
-    utf8 = {c.encode("utf-8", "surrogatepass"): c for g in large.values() for c in g}
-    return sorted(small), bytes(sorted(large)), utf8
+def _trie(chars: frozenset[str]) -> tuple[_Trie, dict[bytes, str]]:
+    """``chars``' UTF-8 as a trie of byte prefixes, and the UTF-8 -> character."""
+    utf8 = {c.encode("utf-8", "surrogatepass"): c for c in chars}
+
+    def level(codes: list[bytes], depth: int) -> _Trie:
+        heads: dict[bytes, list[bytes]] = {}
+        for code in codes:
+            heads.setdefault(code[: depth + 1], []).append(code)
+        return tuple(
+            (head, utf8.get(head), level([c for c in group if c != head], depth + 1))
+            for head, group in sorted(heads.items())
+        )
+
+    return level(sorted(utf8), 0), utf8
 
 
 def present_chars(low: bytearray, cut: int, chars: frozenset[str]) -> set[str]:
-    """The characters of ``chars`` (beyond ASCII) in ``low[1:cut]``. Those sharing their
-    first byte with few others are each looked for; for the others, each byte starting one
-    of them is looked at (SIMD, :func:`stringzilla.find_first_of`), unless there are many:
-    then the piece's bytes beyond ASCII are decoded and intersected."""
-    small, leads, utf8 = _groups(chars)
-    found = {c.decode("utf-8", "surrogatepass") for c in small if sz.find(low, c, 1, cut) >= 0}
-    at, looked = 0, 0
-    while leads:
-        at = sz.find_first_of(low, leads, at + 1, cut)
-        if at < 0:
-            return found
-        looked += 1
-        if looked > LEADS_LOOKED_AT:
+    """The characters of ``chars`` in ``low[1:cut]``, found by their UTF-8's prefixes (SIMD,
+    :mod:`stringzilla`): a whole character is looked for, a shorter prefix counted; one
+    found at most :data:`LISTED` times has each of its places looked at,
+    and a more frequent one its longer prefixes counted (the ``\\xc3`` of a German text's
+    ``ü`` does not make its ``é``, ``\\xc3\\xa9``, looked for at every ``ü``). Past
+    :data:`COUNTS` counts, the piece's bytes beyond ASCII are decoded and intersected
+    instead (an ASCII character is looked for). No character's UTF-8 stands inside
+    another's, so a prefix found is where a character starts."""
+    trie, utf8 = _trie(chars)
+    found: set[str] = set()
+    todo = list(trie)
+    counted = 0
+    count, find = sz.count, sz.find
+    while todo:
+        head, char, children = todo.pop()
+        counted += 1
+        if counted > COUNTS:
             with memoryview(low) as view:
                 rest = view[1:cut].tobytes().translate(None, ASCII)
-            return found | chars.intersection(rest.decode("utf-8", "surrogateescape"))
-        lead = low[at]
-        size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-        char = utf8.get(bytes(low[at : at + size]))
-        if char is not None:
-            found.add(char)
+            ascii = {c for c in chars if c.isascii() and find(low, c.encode(), 1, cut) >= 0}
+            return ascii | chars.intersection(rest.decode("utf-8", "surrogateescape"))
+        if char is not None:  # a whole character: only whether it is there
+            if find(low, head, 1, cut) >= 0:
+                found.add(char)
+            continue
+        times = count(low, head, 1, cut)
+        if not times:
+            continue
+        if times > LISTED:
+            todo.extend(children)
+        else:
+            at = find(low, head, 1, cut)
+            while at >= 0:
+                lead = low[at]
+                size = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                got = utf8.get(bytes(low[at : at + size]))
+                if got is not None:
+                    found.add(got)
+                at = find(low, head, at + 1, cut)
     return found
 
 
