@@ -59,6 +59,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **{"formatter_class": _formatter, **kwargs})
 
     def error(self, message: str) -> Any:  # one line, no usage dump
+        head, _, rest = message.partition("unrecognized arguments: ")
+        if not head and any(a.startswith("-") and not a.startswith("--") for a in rest.split()):
+            message += "; a phrase starting with '-' goes after '--' (dashr search FILE -- '->')"
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import corpus_files
 from helpers import record_steps
 
+from dashr_ext import Dashr
 from dashr_ext._cli import main
 from dashr_ext._demo import DEMO_TOOLS, demo_facts, demo_messages
 from dashr_ext._formats.openai import to_openai
@@ -503,6 +504,26 @@ def test_bad_prune_flags_are_a_one_line_usage_error(
     _out, err = capsys.readouterr()
     assert exited.value.code == 2
     assert err == f"{message} (see --help)\n"
+
+
+def test_a_phrase_starting_with_a_dash_is_told_to_follow_a_double_dash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``dashr search FILE "->"`` reads the phrase as an option: the error says how to
+    search for it, and that way finds it."""
+    log = tmp_path / "s.jsonl"
+    with Dashr.create(log, durability="flush") as d:
+        d.record_openai({"role": "user", "content": "parse a -> b then"})
+    with pytest.raises(SystemExit) as exited:
+        main(["search", str(log), "->"])
+    _out, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert err == (
+        "dashr: error: unrecognized arguments: ->; a phrase starting with '-' goes after "
+        "'--' (dashr search FILE -- '->') (see --help)\n"
+    )
+    assert main(["search", str(log), "--", "->"]) == 0
+    assert "a -> b" in capsys.readouterr().out
 
 
 def test_compact_help_documents_prune_only_and_exit_status_3() -> None:
