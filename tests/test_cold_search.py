@@ -525,7 +525,7 @@ def test_structural_lines_are_found_by_their_headers_not_by_walking_every_line(
     assert found is not None and "1 matched" in str(found) and walks == []
     assert cold.search_bytes(data, "日本", limit=1) is not None and walks == []  # its characters
     assert cold.search_bytes(data, "é", limit=1) is not None and walks == []  # its accent's
-    assert cold.search_bytes(data, "()", limit=1) is not None and walks  # no needle: every line
+    assert cold.search_bytes(data, "[]", limit=1) is not None and walks  # no needle: every line
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dashr_ext import Dashr
 from dashr_ext._recall import cold, scanbytes, unifold
-from dashr_ext._recall.prefilter import char_needle, plan
+from dashr_ext._recall.prefilter import char_needle, plan, shown_by
 from dashr_ext._recall.render import event_body
 from dashr_ext._recall.scanbytes import LOWER, InText, spellings
 from dashr_ext._recall.search import holds, normalize
@@ -308,18 +308,28 @@ def test_a_line_holding_a_punctuation_phrase_holds_one_of_its_characters(
         return
     line = line_of(blocks, ascii_only=ascii_only)
     if body_holds(line, phrase):
-        assert b"\\u" in line or any(c.encode() in line for c in chars), (blocks, phrase)
+        assert (
+            b"\\u" in line
+            or any(c.encode() in line for c in chars)
+            or any(b in line for b in shown_by(chars))
+        ), (blocks, phrase)
 
 
 def test_punctuation_needles() -> None:
-    """Which character a punctuation phrase is looked for by: not one a label or a number
-    may show, and one in every line only when there is no other."""
+    """Which character a punctuation phrase is looked for by: one a label or a number may
+    show (then with the lines that may show it so) only when there is no other; ``[`` and
+    the characters every line holds never."""
     assert char_needle("==") == unifold.sources("=") and "≠" in unifold.sources("=")
     assert char_needle("->") == unifold.sources(">")
-    assert char_needle('":"') == unifold.sources('"')
     assert char_needle(':"!') == unifold.sources("!")
     assert char_needle("-") == unifold.sources("-")  # a line showing ``1e-05`` holds one
-    for phrase in ("()", "[]", "...", "+", "+.", "1.", "x"):
+    assert char_needle("(=)") == unifold.sources("=")  # labels cannot show it
+    assert char_needle("()") in (unifold.sources("("), unifold.sources(")"))
+    assert shown_by(char_needle("()") or frozenset()) == (b'""', b"[]", b"[ ]")
+    assert char_needle("...") == unifold.sources(".") and "…" in unifold.sources(".")
+    assert shown_by(unifold.sources(".")) == shown_by(unifold.sources("+")) == (b'"tool-call"',)
+    assert shown_by(unifold.sources("=")) == ()
+    for phrase in ("[]", "[ ]", "x", '":"', "::", "{}"):  # none, or in every line
         assert char_needle(phrase) is None, phrase
 
 
@@ -346,6 +356,7 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "if x == y: return",
         "a -> b",
         "wow‼ a ≠ b",
+        "wait… f() ...",
     ]
     with Dashr.create(log, durability="flush") as d:
         for i in range(40):
@@ -368,6 +379,8 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "->",
         "!!",
         "≠",
+        "...",
+        "()",
     ]
     with Dashr.open(log, read_only=True) as d:
         saved, cold.ENABLED = cold.ENABLED, False
@@ -381,11 +394,10 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         assert got is not None and str(got) == warm[query], query
         chars = char_needle(normalize(query))
         assert chars is not None and plan(normalize(query)) is None
-        holding = sum(
-            1 for x in data.splitlines() if b"\\u" in x or any(c.encode() in x for c in chars)
-        )
+        needles = [b"\\u", *(c.encode() for c in chars), *shown_by(chars)]
+        holding = sum(1 for x in data.splitlines() if any(n in x for n in needles))
         assert cold.decodes <= holding < messages, query  # not every message line
-    for query in ("привй", "日本", "é", "가", "==", "->", "!!", "≠"):
+    for query in ("привй", "日本", "é", "가", "==", "->", "!!", "≠", "...", "()"):
         assert "matched 0" not in warm[query], query
 
 

@@ -61,7 +61,16 @@ from .._pruned import archive_key, pruned_info
 from .._replay import parse_event
 from ..errors import ConfigError, DashrError
 from .hits import Hit, render_hits
-from .prefilter import ESCAPE, IMAGE, TOOL_CALL, Plan, char_needle, line_may_match, plan
+from .prefilter import (
+    ESCAPE,
+    IMAGE,
+    TOOL_CALL,
+    Plan,
+    char_needle,
+    line_may_match,
+    plan,
+    shown_by,
+)
 from .render import event_body, minute_utc
 from .result import RecallResult
 from .scanbytes import LOWER as _LOWER
@@ -238,8 +247,9 @@ class ColdLog:
     fetch: Callable[[int, int], bytes] | None = None
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
     chars: frozenset[str] | None = None
-    """Without a plan: the characters one of which a line must hold (or an escape) to hold
-    the phrase (:func:`~.prefilter.char_needle`); None when every message line may."""
+    """Without a plan: the characters one of which a line must hold (or an escape, or one of
+    :func:`~.prefilter.shown_by`'s bytes) to hold the phrase
+    (:func:`~.prefilter.char_needle`); None when every message line may."""
     in_text: bool = False
     """Whether :class:`~.scanbytes.InText` can confirm a match without a decode."""
     _kept_bytes: int = 0
@@ -271,7 +281,7 @@ class ColdLog:
         if p is None:
             log.chars = char_needle(phrase)
             if log.chars:
-                needles.append(log.chars)
+                needles += [log.chars, *shown_by(log.chars)]
         left = lines
         # A piece's headers are many short-lived tuples: collecting them would walk every
         # object of a replayed session again and again, and free nothing.

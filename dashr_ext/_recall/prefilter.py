@@ -29,7 +29,8 @@ its longest run, with the lines that may show the label without spelling it (emp
 checkpoint nodes, tool calls, images) as candidates too. A phrase without ASCII letters or
 digits gets no plan: the lines holding one of the characters that can spell one of its own
 (or a part of one, the accent of ``é``; an ASCII ``=`` or ``!`` too) are looked at
-(:func:`char_needle`), or every message line when it has none (``[]``, ``...``).
+(:func:`char_needle`; for a ``(`` or a ``.``, which labels and re-serialised numbers show,
+empty messages and tool calls too), or every message line when it has none (``[]``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from functools import cached_property
 from .asciifold import ascii_folding
 from .unifold import expansion, searchable, sources
 
-__all__ = ["Plan", "char_needle", "line_may_match", "plan"]
+__all__ = ["Plan", "char_needle", "line_may_match", "plan", "shown_by"]
 
 SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
 """Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
@@ -191,41 +192,56 @@ def plan(phrase: str) -> Plan | None:
     )
 
 
-SYNTHESIZED = frozenset("[]().+")
-"""The ASCII characters beyond letters and digits a body may show that its raw line need not
-hold: those of its labels (``[tool call]``, ``(empty)``, ``[edits[0].new]``) and of numbers
-re-serialised in tool-call arguments (``1e+16``, ``100000.0``; the ``-`` of ``1e-05`` is
-shown only by a line holding ``"tool-call"``). No line is looked for by one of them."""
+SYNTHESIZED = frozenset("[]")
+"""ASCII characters never looked for: a body shows them in labels (``[tool call]``,
+``[edits[0].new]``), and every message line holds them anyway (its content list)."""
+SHOWN_BY: dict[str, tuple[bytes, ...]] = {
+    "(": LABEL_SOURCES["empty"],
+    ")": LABEL_SOURCES["empty"],
+    ".": (TOOL_CALL,),
+    "+": (TOOL_CALL,),
+}
+"""The other ASCII characters beyond letters and digits a body may show that its raw line
+need not hold, and what every line showing one that way holds: an empty message's
+``(empty)``; a number re-serialised in tool-call arguments (``1e+16``, ``100000.0``) or a
+decoded argument's path (``[a.b]``). The ``-`` of ``1e-05`` is shown only by a line holding
+``"tool-call"``, so it is not here."""
 EVERYWHERE = frozenset('"{}:,')
-"""Characters every line of a log holds (its JSON): looked for only when the phrase has no
-other."""
-COMMON = frozenset("-/_'")
-"""Characters common in text and code (hyphens, paths, names): looked for only when the
-phrase has no rarer one."""
+"""Characters every line of a log holds (its JSON): never looked for, as no line would be
+skipped."""
+COMMON = frozenset("-/_'.")
+"""Characters common in text and code (hyphens, paths, names, sentences): looked for only
+when the phrase has no rarer one."""
 
 
 def char_needle(phrase: str) -> frozenset[str] | None:
     """For a phrase without a plan: the characters one of which every line that can hold
-    it holds, unless it escapes characters (``\\u``). They are the
-    :func:`.unifold.sources` of one of the phrase's characters, or of a part of one's
-    :func:`.unifold.expansion` (a composed ``é`` is only made from a line holding an acute
-    accent, alone or in a character holding one): a character beyond ASCII that is
-    :func:`.unifold.searchable`, or an ASCII one that is not whitespace, a letter, a digit
-    or one of :data:`SYNTHESIZED`; the one with the fewest sources, preferring those not
-    in every line (:data:`EVERYWHERE`), then those not :data:`COMMON`. None when there is
-    none (``[]``, ``...``)."""
+    it holds, unless it escapes characters (``\\u``) or holds one of :func:`shown_by`'s
+    bytes. They are the :func:`.unifold.sources` of one of the phrase's characters, or of a
+    part of one's :func:`.unifold.expansion` (a composed ``é`` is only made from a line
+    holding an acute accent, alone or in a character holding one): a character beyond
+    ASCII that is :func:`.unifold.searchable`, or an ASCII one that is not whitespace, a
+    letter, a digit or one of :data:`SYNTHESIZED` and :data:`EVERYWHERE`; the one with the
+    fewest sources, preferring those a label or a number cannot show (:data:`SHOWN_BY`),
+    then those not :data:`COMMON`. None when there is none (``[]``, ``::``)."""
     best: tuple[bool, bool, int, frozenset[str]] | None = None
     for char in sorted({part for c in set(phrase) for part in expansion(c)}):
         if char.isascii():
-            if char.isspace() or char.isalnum() or char in SYNTHESIZED:
+            if char.isspace() or char.isalnum() or char in SYNTHESIZED or char in EVERYWHERE:
                 continue
         elif not searchable(char):
             continue
         found = sources(char)
-        key = (char in EVERYWHERE, char in COMMON, len(found), found)
+        key = (char in SHOWN_BY, char in COMMON, len(found), found)
         if best is None or key[:3] < best[:3]:
             best = key
     return best[3] if best is not None else None
+
+
+def shown_by(chars: frozenset[str]) -> tuple[bytes, ...]:
+    """What a line holds that may show one of ``chars`` (a :func:`char_needle`) without
+    holding it (:data:`SHOWN_BY`): such lines are looked at too."""
+    return tuple(dict.fromkeys(b for c in sorted(chars) for b in SHOWN_BY.get(c, ())))
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:
