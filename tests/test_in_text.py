@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from dashr_ext import Dashr
 from dashr_ext._recall import cold, scanbytes, unifold
-from dashr_ext._recall.prefilter import char_needle, plan, shown_by
+from dashr_ext._recall.prefilter import (
+    char_needle,
+    plan,
+    run_needle,
+    shown_by,
+    unplanned_needles,
+)
 from dashr_ext._recall.render import event_body
 from dashr_ext._recall.scanbytes import LOWER, InText, spellings
 from dashr_ext._recall.search import holds, normalize
@@ -236,7 +242,8 @@ def test_a_line_holding_a_phrase_without_a_plan_holds_one_of_its_characters(
         assert b"\\u" in line or any(c.encode() in line for c in chars), (text, phrase)
 
 
-PUNCTUATION = "=!>-+.()[]{}:,\"'# ＝‼≠\u0338e1…"
+CALL = {"id": "c", "name": "r"}
+PUNCTUATION = "=!>-+.()[]{}:,\"'#/_; ＝‼≠\u0338e1…"
 """ASCII punctuation (some of it in every line, some in labels and numbers), characters
 folding to it, a decomposed ``≠``, a letter and a digit."""
 IMAGE_BLOCK = {
@@ -248,7 +255,10 @@ IMAGE_BLOCK = {
     "bytes": 10,
 }
 NUMBERS = st.sampled_from(
-    ["1e-5", "0.00001", "1E+16", "1e16", "1e2", "1e400", "-1e400", "2", "[1.5]"]
+    [
+        *("1e-5", "0.00001", "1E+16", "1e16", "1e2", "1e400", "-1e400", "2", "[1.5]", "{}"),
+        *('{"c": {}}', "[{}, {}]", "-1", '{"d": -2}', '[{"e": {}}, -3]'),
+    ]
 )
 """Arguments' numbers that re-serialise with characters they did not hold (``1e-05``,
 ``1e+16``, ``Infinity``, ``1.5``)."""
@@ -296,23 +306,69 @@ NUMBERS = st.sampled_from(
     phrase="+",
     ascii_only=False,
 )
+@example(
+    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a": {}}'}],
+    phrase=":{",
+    ascii_only=False,
+)
+@example(  # a decoded argument's path: ``[x..y] a\nb``
+    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"x.": {"y": "a\\nb"}}'}],
+    phrase="..",
+    ascii_only=False,
+)
+@example(blocks=[{"type": "text", "text": "wait…"}], phrase="...", ascii_only=False)
+@example(
+    blocks=[{"type": "tool-call", **CALL, "arguments": '{"d": -2}'}], phrase=":-", ascii_only=False
+)
+@example(
+    blocks=[{"type": "tool-call", **CALL, "arguments": "[1, -3]"}], phrase=",-", ascii_only=False
+)
+@example(
+    blocks=[{"type": "tool-call", **CALL, "arguments": "[{}, {}]"}], phrase="},{", ascii_only=False
+)
+@example(
+    blocks=[{"type": "tool-call", **CALL, "arguments": "[{ }]"}], phrase="{}", ascii_only=False
+)
+@example(
+    blocks=[{"type": "tool-call", **CALL, "arguments": '{"e": {"f": 1} }'}],
+    phrase="}}",
+    ascii_only=False,
+)
+@example(blocks=[{"type": "text", "text": "a::b"}], phrase="::", ascii_only=True)
 def test_a_line_holding_a_punctuation_phrase_holds_one_of_its_characters(
     blocks: list[dict[str, Any]], phrase: str, ascii_only: bool
 ) -> None:
-    """The same for a phrase of punctuation: labels (``(empty)``, ``[tool call]``) and
-    re-serialised numbers (``1e-05``) show characters the line need not hold, and are
-    never looked for."""
+    """The same for a phrase of punctuation, looked for by a character or by a run of them:
+    labels (``(empty)``, ``[tool call]``) and re-serialised arguments (``1e-05``,
+    ``{"a":{}}``) show characters the line need not hold, or not together."""
     phrase = normalize(phrase)
-    chars = char_needle(phrase) if phrase and plan(phrase) is None else None
-    if chars is None:
+    if not phrase or plan(phrase) is not None:
         return
     line = line_of(blocks, ascii_only=ascii_only)
-    if body_holds(line, phrase):
-        assert (
-            b"\\u" in line
-            or any(c.encode() in line for c in chars)
-            or any(b in line for b in shown_by(chars))
-        ), (blocks, phrase)
+    if not body_holds(line, phrase):
+        return
+    chars = char_needle(phrase)
+    if chars is not None:
+        assert holds_one(line, [chars, *shown_by(chars)]), (blocks, phrase)
+    run = run_needle(phrase)
+    if run is not None:
+        assert holds_one(line, run.needles), (blocks, phrase)
+    assert holds_one(line, unplanned_needles(phrase) or [b""]), (blocks, phrase)
+
+
+def holds_one(line: bytes, needles: list[bytes | frozenset[str]]) -> bool:
+    """Whether ``line`` holds an escape or one of ``needles`` (bytes, or any character)."""
+    return b"\\u" in line or any(
+        n in line if isinstance(n, bytes) else any(c.encode() in line for c in n) for n in needles
+    )
+
+
+def test_a_run_with_a_slash_is_looked_for_escaped_too() -> None:
+    """A writer may escape ``/`` (``\\/``): the line then holds no ``//``, and is looked at."""
+    line = line_of([{"type": "text", "text": "see https://x"}]).replace(b"/", b"\\/")
+    assert body_holds(line, "//") and b"//" not in line
+    run = run_needle("//")
+    assert run is not None and run.run == b"//" and holds_one(line, run.needles)
 
 
 def test_punctuation_needles() -> None:
@@ -329,6 +385,17 @@ def test_punctuation_needles() -> None:
     assert char_needle("...") == unifold.sources(".") and "…" in unifold.sources(".")
     assert shown_by(unifold.sources(".")) == shown_by(unifold.sources("+")) == (b'"tool-call"',)
     assert shown_by(unifold.sources("=")) == ()
+    assert unplanned_needles("::") == [b"::", unifold.sources(":") - {":"}]  # not compact JSON
+    for run in ("},{", "}},", ":-", "{}"):
+        assert (run_needle(run) or Any).shown_by == (b'"tool-call"',), run
+    assert unplanned_needles("=>") == [
+        b"=>",
+        (unifold.sources("=") | unifold.sources(">")) - {"=", ">"},
+    ]
+    assert unplanned_needles("->")[0] == b"->"  # type: ignore[index]
+    assert unplanned_needles("{} ≠") == [unifold.sources("=")]  # not a run tool calls show
+    assert unplanned_needles("...") == [b"...", unifold.sources(".") - {"."}, b"\\\\"]
+    assert run_needle(". .") is None and unplanned_needles("[]") is None
     for phrase in ("[]", "[ ]", "x", '":"', "::", "{}"):  # none, or in every line
         assert char_needle(phrase) is None, phrase
 
@@ -357,6 +424,7 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "a -> b",
         "wow‼ a ≠ b",
         "wait… f() ...",
+        "a::b => c",
     ]
     with Dashr.create(log, durability="flush") as d:
         for i in range(40):
@@ -381,6 +449,8 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         "≠",
         "...",
         "()",
+        "::",
+        "=>",
     ]
     with Dashr.open(log, read_only=True) as d:
         saved, cold.ENABLED = cold.ENABLED, False
@@ -392,12 +462,11 @@ def test_a_phrase_without_ascii_is_searched_in_the_lines_holding_its_characters(
         cold.decodes = 0
         got = cold.search_bytes(data, query, limit=3)
         assert got is not None and str(got) == warm[query], query
-        chars = char_needle(normalize(query))
-        assert chars is not None and plan(normalize(query)) is None
-        needles = [b"\\u", *(c.encode() for c in chars), *shown_by(chars)]
-        holding = sum(1 for x in data.splitlines() if any(n in x for n in needles))
+        needles = unplanned_needles(normalize(query))
+        assert needles is not None and plan(normalize(query)) is None
+        holding = sum(1 for x in data.splitlines() if holds_one(x, needles))
         assert cold.decodes <= holding < messages, query  # not every message line
-    for query in ("привй", "日本", "é", "가", "==", "->", "!!", "≠", "...", "()"):
+    for query in ("привй", "日本", "é", "가", "==", "->", "!!", "≠", "...", "()", "::", "=>"):
         assert "matched 0" not in warm[query], query
 
 

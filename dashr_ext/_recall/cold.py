@@ -15,11 +15,12 @@ makes one cheap pass over each piece, keeping only what the result needs:
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
   (its needles found in a lower-cased copy of the piece with StringZilla, see
   :mod:`.scanbytes`); for a phrase without ASCII letters or digits, the lines holding an
-  escape or one of the characters that can spell one of its own or a part of one (the
-  accent of ``é``, the ``=`` of ``==``; :func:`~.prefilter.char_needle`). A line whose
-  text block holds the phrase as it stands in the bytes (or spelt with one of the piece's
-  characters that fold to a part of it, ``straße`` for ``strasse``) is a match without a
-  decode (:class:`~.scanbytes.InText`); the others are decoded and matched exactly as
+  escape, a run of its punctuation (``::``) or one of the characters that can spell one of
+  its own or a part of one (the accent of ``é``, the ``=`` of ``==``;
+  :func:`~.prefilter.unplanned_needles`). A line whose text block holds the phrase as it
+  stands in the bytes (or spelt with one of the piece's characters that fold to a part of
+  it, ``straße`` for ``strasse``) is a match without a decode
+  (:class:`~.scanbytes.InText`); the others are decoded and matched exactly as
   :class:`~.queries.Recall` matches them (:func:`~.search.holds`), as their piece is
   scanned. A matched line (or its event) is kept while the kept ones are few; the others
   keep their place in the file and are read again if they are shown.
@@ -66,10 +67,9 @@ from .prefilter import (
     IMAGE,
     TOOL_CALL,
     Plan,
-    char_needle,
     line_may_match,
     plan,
-    shown_by,
+    unplanned_needles,
 )
 from .render import event_body, minute_utc
 from .result import RecallResult
@@ -246,10 +246,9 @@ class ColdLog:
     """``(file offset, length, hash)`` of each matched line whose event was not kept."""
     fetch: Callable[[int, int], bytes] | None = None
     """Reads ``length`` bytes at a file offset (a matched line not kept)."""
-    chars: frozenset[str] | None = None
-    """Without a plan: the characters one of which a line must hold (or an escape, or one of
-    :func:`~.prefilter.shown_by`'s bytes) to hold the phrase
-    (:func:`~.prefilter.char_needle`); None when every message line may."""
+    unplanned: list[Needle] | None = None
+    """Without a plan: what a line must hold (one of them, or an escape) to hold the phrase
+    (:func:`~.prefilter.unplanned_needles`); None when every message line may."""
     in_text: bool = False
     """Whether :class:`~.scanbytes.InText` can confirm a match without a decode."""
     _kept_bytes: int = 0
@@ -279,9 +278,8 @@ class ColdLog:
         log = cls(phrase, p, replayed, in_text=InText.usable(phrase))
         needles: list[Needle] = [*_STRUCTURAL, _ESCAPED, *needles_of(p)]
         if p is None:
-            log.chars = char_needle(phrase)
-            if log.chars:
-                needles += [log.chars, *shown_by(log.chars)]
+            log.unplanned = unplanned_needles(phrase)
+            needles += log.unplanned or ()
         left = lines
         # A piece's headers are many short-lived tuples: collecting them would walk every
         # object of a replayed session again and again, and free nothing.
@@ -345,7 +343,7 @@ class ColdLog:
             with memoryview(buf) as view:  # one copy, not a bytearray slice then bytes
                 return bytes(view[start : sz.find(buf, b"\n", start)])
 
-        if self.plan is None and not self.chars:  # every message line is a candidate
+        if self.plan is None and not self.unplanned:  # every message line is a candidate
             bounds.update(zip(range(base, base + n), _line_starts(buf, cut)[:-1], strict=True))
         found: set[int] = set()
         holding: set[int] = set()  # lines holding the primary needle
@@ -378,7 +376,7 @@ class ColdLog:
             self.decoded[i] = self._event(i, line)
         p = self.plan
         in_text = InText(buf, low, self.phrase, present) if self.in_text else None
-        if p is None and not self.chars:  # every message line is a candidate
+        if p is None and not self.unplanned:  # every message line is a candidate
             looked = [i for i, op in enumerate(ops, base) if op]
         elif p is None:  # those holding a character that may spell the phrase's, or escapes
             looked = [i for i in sorted(found) if types[i - base] in _SURFACE]

@@ -42,7 +42,16 @@ from functools import cached_property
 from .asciifold import ascii_folding
 from .unifold import expansion, searchable, sources
 
-__all__ = ["Plan", "char_needle", "line_may_match", "plan", "shown_by"]
+__all__ = [
+    "Plan",
+    "RunNeedle",
+    "char_needle",
+    "line_may_match",
+    "plan",
+    "run_needle",
+    "shown_by",
+    "unplanned_needles",
+]
 
 SYNTHETIC_WORDS = ("prior", "empty", "infinity", "x")
 """Words a body shows that its raw line need not spell (labels, re-serialised numbers, the
@@ -224,7 +233,13 @@ def char_needle(phrase: str) -> frozenset[str] | None:
     letter, a digit or one of :data:`SYNTHESIZED` and :data:`EVERYWHERE`; the one with the
     fewest sources, preferring those a label or a number cannot show (:data:`SHOWN_BY`),
     then those not :data:`COMMON`. None when there is none (``[]``, ``::``)."""
-    best: tuple[bool, bool, int, frozenset[str]] | None = None
+    best = _best_char(phrase)
+    return best[1] if best is not None else None
+
+
+def _best_char(phrase: str) -> tuple[str, frozenset[str]] | None:
+    """:func:`char_needle`'s character and its sources."""
+    best: tuple[bool, bool, int, str, frozenset[str]] | None = None
     for char in sorted({part for c in set(phrase) for part in expansion(c)}):
         if char.isascii():
             if char.isspace() or char.isalnum() or char in SYNTHESIZED or char in EVERYWHERE:
@@ -232,16 +247,95 @@ def char_needle(phrase: str) -> frozenset[str] | None:
         elif not searchable(char):
             continue
         found = sources(char)
-        key = (char in SHOWN_BY, char in COMMON, len(found), found)
+        key = (char in SHOWN_BY, char in COMMON, len(found), char, found)
         if best is None or key[:3] < best[:3]:
             best = key
-    return best[3] if best is not None else None
+    return (best[3], best[4]) if best is not None else None
+
+
+def unplanned_needles(phrase: str) -> list[bytes | frozenset[str]] | None:
+    """For a phrase without a plan: what the cold scan looks for (besides escapes), one of
+    which every line that can hold the phrase holds; None when every line may. The
+    :func:`run_needle` of a run of punctuation, unless :func:`char_needle` has a character
+    neither common nor shown by labels and the run may be shown by a tool call (then the
+    character, as for ``->``); else the character's sources and :func:`shown_by`."""
+    best = _best_char(phrase)
+    run = run_needle(phrase)
+    if run is not None and (
+        best is None or best[0] in SHOWN_BY or best[0] in COMMON or not run.shown_by
+    ):
+        return run.needles
+    if best is None:
+        return None
+    return [best[1], *shown_by(best[1])]
 
 
 def shown_by(chars: frozenset[str]) -> tuple[bytes, ...]:
     """What a line holds that may show one of ``chars`` (a :func:`char_needle`) without
     holding it (:data:`SHOWN_BY`): such lines are looked at too."""
     return tuple(dict.fromkeys(b for c in sorted(chars) for b in SHOWN_BY.get(c, ())))
+
+
+_PUNCTUATION_RUN = re.compile(r"[!#$%&'*+,\-./:;<=>?@^_`{|}~]+")
+"""A run of ASCII punctuation a line's JSON string holds as it is: no quote or backslash
+(escaped), no bracket or parenthesis (labels show them)."""
+RESERIALISED = frozenset("{}:,-")
+"""The punctuation of a tool call's re-serialised arguments outside their strings (brackets
+and quotes end a run): ``{"a": [{}, {}]}`` reads ``{"a":[{},{}]}``."""
+DECODED_ARGUMENT = b"\\\\"
+"""Every line whose tool call has a decoded argument (:func:`.render.decoded_arguments`:
+its arguments hold a backslash) holds this: the backslash, escaped."""
+RESERIALISED_PAIRS = frozenset({"{}", "}}", "},", ":{", ":-", ",{", ",-"})
+"""The pairs of those that compact JSON puts side by side (after a ``:`` or a ``,`` comes a
+value, after a ``{`` a key or its ``}``, a ``-`` only before a digit)."""
+
+
+@dataclass(frozen=True)
+class RunNeedle:
+    """For a phrase without a plan holding a run of two or more ASCII punctuation characters
+    (``::``, ``...``, ``=>``): every line whose body holds the phrase holds :attr:`run` as
+    it is, unless it escapes a character (``\\u``, or ``\\/``), holds one of
+    :attr:`chars` (beyond ASCII, folding to a character of the run: ``…`` reads ``...``) or
+    one of :attr:`shown_by`'s bytes. A run is contiguous in the search form, which neither
+    makes nor drops ASCII punctuation, and whitespace or a label's brackets end it; in a
+    line that is neither a tool call nor an empty message it stands in one JSON string,
+    whose escaping keeps such characters (a ``/`` may be written ``\\/``)."""
+
+    run: bytes
+    chars: frozenset[str]
+    shown_by: tuple[bytes, ...]
+
+    @property
+    def needles(self) -> list[bytes | frozenset[str]]:
+        """What the cold scan looks for (the escapes it always looks for aside)."""
+        slash = [b"\\/"] if b"/" in self.run else []
+        return [self.run, *([self.chars] if self.chars else []), *slash, *self.shown_by]
+
+
+def run_needle(phrase: str) -> RunNeedle | None:
+    """The :class:`RunNeedle` of the phrase's longest run of punctuation (the first of the
+    longest that no tool call can show without holding it, if any), when it is two or more
+    characters long; else None (:func:`char_needle` then)."""
+    runs = _PUNCTUATION_RUN.findall(phrase)
+    if not runs:
+        return None
+    run = min(runs, key=lambda r: (-len(r), bool(_shown_by_run(r))))
+    if len(run) < 2:
+        return None
+    chars = frozenset(c for char in set(run) for c in sources(char) if not c.isascii())
+    return RunNeedle(run.encode(), chars, _shown_by_run(run))
+
+
+def _shown_by_run(run: str) -> tuple[bytes, ...]:
+    """What a line holds whose body may show ``run`` without the line holding it: a tool
+    call, when compact JSON writes its characters side by side (``},{``); a tool call with
+    a decoded argument (a backslash in its arguments, escaped in the line), when it holds a
+    ``.`` (an argument's path joins its keys with one: ``[x..y]`` for the key ``x.``)."""
+    if set(run) <= RESERIALISED and all(
+        run[i : i + 2] in RESERIALISED_PAIRS for i in range(len(run) - 1)
+    ):
+        return (TOOL_CALL,)
+    return (DECODED_ARGUMENT,) if "." in run else ()
 
 
 def _escapes_risky(line: bytes, plan: Plan) -> bool:
