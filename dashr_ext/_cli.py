@@ -27,10 +27,12 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._cliparse import Parser as _Parser
+from ._cliparse import count as _count
 from ._config import ENGINES, CompactionConfig, RecallConfig
 from .errors import DashrError
 
@@ -41,46 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    """argparse's formatter, as wide as shutil makes it, with no import of shutil (bz2, lzma)."""
-    columns = 0
-    with contextlib.suppress(KeyError, ValueError):
-        columns = int(os.environ["COLUMNS"])
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no stdout (None), or not a terminal
-            columns = 80
-    return argparse.HelpFormatter(prog, width=columns - 2)
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **{"formatter_class": _formatter, **kwargs})
-
-    def error(self, message: str) -> Any:  # one line, no usage dump
-        head, _, rest = message.partition("unrecognized arguments: ")
-        if not head and any(a.startswith("-") and not a.startswith("--") for a in rest.split()):
-            message += "; a phrase starting with '-' goes after '--' (dashr search FILE -- '->')"
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 class _UsageError(Exception):
     """Arguments that parse but do not go together: status 2, like argparse's own errors."""
-
-
-def _count(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer in ``[low, high]``."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low or (high is not None and value > high):
-            bound = f"between {low} and {high}" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {text}")
-        return value
-
-    parse.__name__ = "int"  # argparse names it: "invalid int value: 'x'", as for type=int
-    return parse
 
 
 def _parser() -> argparse.ArgumentParser:

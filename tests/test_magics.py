@@ -697,6 +697,16 @@ def test_search_magic_takes_quoted_and_unquoted_queries(compacted: InteractiveSh
     assert "<mark>" in quoted._repr_html_()
 
 
+def test_search_magic_finds_a_phrase_starting_with_a_dash_after_a_double_dash(
+    compacted: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = controller(compacted)
+    result = run(compacted, "%history_search --limit 2 -- -> retry")
+    assert result.text == d.history_search("-> retry", limit=2).text
+    other = usage_error(compacted, "%history_read --seq -x", capsys)  # no phrase to search
+    assert other == "argument --seq: expected one argument"
+
+
 def test_search_magic_does_not_expand_variables(compacted: InteractiveShell) -> None:
     run(compacted, "x = 'retry'")
     result = run(compacted, "%history_search $x {x}")
@@ -743,6 +753,11 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
         ("%history_search", "the following arguments are required: query"),
         ("%history_search retry --limit x", "argument --limit: invalid int value: 'x'"),
         ("%history_search it's 'open", "cannot split the arguments: No closing quotation"),
+        (
+            "%history_search ->",
+            "the following arguments are required: query; a phrase starting with '-' goes "
+            "after '--' (%history_search -- ->)",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_usage_errors(

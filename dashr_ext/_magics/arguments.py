@@ -95,11 +95,19 @@ def agent_errors() -> Iterator[None]:
 
 
 def parse(magic_method: Callable[..., Any], line: str) -> Any:
-    """The ``magic_arguments`` namespace of ``line``; a line shlex cannot split is a UsageError."""
+    """The ``magic_arguments`` namespace of ``line``; a line shlex cannot split is a UsageError.
+    A search phrase read as an option (``%history_search ->``) is told to follow ``--``."""
     try:
         return ipython_arguments.parse_argstring(magic_method, line)  # type: ignore[no-untyped-call]
     except ValueError as exc:  # shlex: e.g. an unbalanced quote
         raise UsageError(f"cannot split the arguments: {exc}") from None
+    except UsageError as exc:
+        dashed = [w for w in line.split() if w.startswith("-") and not w.startswith("--")]
+        if magic_method.__name__ != "history_search" or not dashed:
+            raise
+        raise UsageError(
+            f"{exc}; a phrase starting with '-' goes after '--' (%history_search -- {dashed[0]})"
+        ) from None
 
 
 def unquote(token: str) -> str:
