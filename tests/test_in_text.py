@@ -243,6 +243,13 @@ def test_a_line_holding_a_phrase_without_a_plan_holds_one_of_its_characters(
 
 
 CALL = {"id": "c", "name": "r"}
+
+
+def call(arguments: str) -> list[dict[str, Any]]:
+    """One tool-call block with these arguments."""
+    return [{"type": "tool-call", **CALL, "arguments": arguments}]
+
+
 PUNCTUATION = "=!>-+.()[]{}:,\"'#/_; ＝‼≠\u0338e1…"
 """ASCII punctuation (some of it in every line, some in labels and numbers), characters
 folding to it, a decomposed ``≠``, a letter and a digit."""
@@ -289,51 +296,17 @@ NUMBERS = st.sampled_from(
 @example(blocks=[{"type": "text", "text": "a \u2260 b"}], phrase="=", ascii_only=False)
 @example(blocks=[{"type": "text", "text": "a =\u0338 b"}], phrase="≠", ascii_only=False)
 @example(blocks=[{"type": "text", "text": "wow‼"}], phrase="!!", ascii_only=True)
-@example(
-    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":0.00001}'}],
-    phrase="-",
-    ascii_only=False,
-)
-@example(
-    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":1e2}'}],
-    phrase=".",
-    ascii_only=False,
-)
-@example(
-    blocks=[
-        {"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a":10000000000000000.0}'}
-    ],
-    phrase="+",
-    ascii_only=False,
-)
-@example(
-    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"a": {}}'}],
-    phrase=":{",
-    ascii_only=False,
-)
-@example(  # a decoded argument's path: ``[x..y] a\nb``
-    blocks=[{"type": "tool-call", "id": "c", "name": "r", "arguments": '{"x.": {"y": "a\\nb"}}'}],
-    phrase="..",
-    ascii_only=False,
-)
+@example(blocks=call('{"a":0.00001}'), phrase="-", ascii_only=False)
+@example(blocks=call('{"a":1e2}'), phrase=".", ascii_only=False)
+@example(blocks=call('{"a":10000000000000000.0}'), phrase="+", ascii_only=False)
+@example(blocks=call('{"a": {}}'), phrase=":{", ascii_only=False)
+@example(blocks=call('{"x.": {"y": "a\\nb"}}'), phrase="..", ascii_only=False)  # [x..y] a\nb
 @example(blocks=[{"type": "text", "text": "wait…"}], phrase="...", ascii_only=False)
-@example(
-    blocks=[{"type": "tool-call", **CALL, "arguments": '{"d": -2}'}], phrase=":-", ascii_only=False
-)
-@example(
-    blocks=[{"type": "tool-call", **CALL, "arguments": "[1, -3]"}], phrase=",-", ascii_only=False
-)
-@example(
-    blocks=[{"type": "tool-call", **CALL, "arguments": "[{}, {}]"}], phrase="},{", ascii_only=False
-)
-@example(
-    blocks=[{"type": "tool-call", **CALL, "arguments": "[{ }]"}], phrase="{}", ascii_only=False
-)
-@example(
-    blocks=[{"type": "tool-call", **CALL, "arguments": '{"e": {"f": 1} }'}],
-    phrase="}}",
-    ascii_only=False,
-)
+@example(blocks=call('{"d": -2}'), phrase=":-", ascii_only=False)
+@example(blocks=call("[1, -3]"), phrase=",-", ascii_only=False)
+@example(blocks=call("[{}, {}]"), phrase="},{", ascii_only=False)
+@example(blocks=call("[{ }]"), phrase="{}", ascii_only=False)
+@example(blocks=call('{"e": {"f": 1} }'), phrase="}}", ascii_only=False)
 @example(blocks=[{"type": "text", "text": "a::b"}], phrase="::", ascii_only=True)
 def test_a_line_holding_a_punctuation_phrase_holds_one_of_its_characters(
     blocks: list[dict[str, Any]], phrase: str, ascii_only: bool
