@@ -505,6 +505,12 @@ WORDS = [
     "a\\b",
     "tab\there",
     "x",
+    "a::b",
+    "x == y",
+    "wait…",
+    "f()",
+    "->",
+    "é",
     "",
 ]
 
@@ -515,23 +521,36 @@ WORDS = [
         st.lists(st.sampled_from(WORDS), max_size=4).map(" ".join), min_size=1, max_size=6
     ),
     picks=st.lists(
-        st.sampled_from([*WORDS[:-1], "strasse", "привет", "и\u0306", "file"]),
+        st.sampled_from(
+            [*WORDS[:-1], "strasse", "привет", "и\u0306", "file", "::", "==", "...", "()", "},{"]
+        ),
         min_size=1,
         max_size=4,
     ),
 )
 @example(texts=["Straße Привет", "empty", "", "日本 ﬁle"], picks=["strasse", "привет", "file"])
+@example(texts=["a::b", "x == y", "f() wait…"], picks=["},{", "::", "==", "...", "()", "é"])
 def test_the_cold_search_gives_the_replay_s_answer_on_drawn_logs(
     texts: list[str], picks: list[str]
 ) -> None:
     """End to end, on small logs drawn from words that take every path of the scan (in the
-    bytes, spelt with a folding character, without ASCII, label words, escapes): the cold
-    result is the index's, hit for hit."""
+    bytes, spelt with a folding character, without ASCII, label words, escapes, accents and
+    punctuation, tool calls whose arguments re-serialise): the cold result is the index's,
+    hit for hit."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "d.jsonl"
         with Dashr.create(log, durability="flush") as d:
             for i, text in enumerate(texts):
                 d.record_openai({"role": "user", "content": text})
+                if i % 3 == 2:  # a tool call whose arguments re-serialise otherwise
+                    arguments = '{"a": [{}, {}], "n": 1e-5, "cmd": ' + json.dumps(text) + "}"
+                    fn = {"name": "run", "arguments": arguments}
+                    d.record_openai(
+                        [
+                            {"role": "assistant", "tool_calls": [{"id": f"t{i}", "function": fn}]},
+                            {"role": "tool", "tool_call_id": f"t{i}", "content": text},
+                        ]
+                    )
                 d.record_openai({"role": "assistant", "content": f"{text} {i}" if i % 2 else ""})
         data = log.read_bytes()
         with Dashr.open(log, read_only=True) as d:
