@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Parser", "count"]
+__all__ = ["Parser", "count", "dash_hint"]
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -35,9 +36,19 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # one line, no usage dump
         head, _, rest = message.partition("unrecognized arguments: ")
-        if not head and any(a.startswith("-") and not a.startswith("--") for a in rest.split()):
-            message += "; a phrase starting with '-' goes after '--' (dashr search FILE -- '->')"
+        if not head:
+            message += dash_hint(rest.split(), "dashr search FILE", shlex.quote)
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def dash_hint(words: Iterable[str], command: str, quote: Callable[[str], str] = str) -> str:
+    """What to add to a usage error when one of ``words`` starts with a single ``-`` (argparse
+    read a search phrase such as ``->`` as an option): that it goes after ``--``, as
+    ``command`` takes it (the word written with ``quote``); "" when none does."""
+    dashed = next((w for w in words if w.startswith("-") and not w.startswith("--")), None)
+    if dashed is None:
+        return ""
+    return f"; a phrase starting with '-' goes after '--' ({command} -- {quote(dashed)})"
 
 
 def count(low: int, high: int | None = None) -> Callable[[str], int]:

@@ -17,6 +17,7 @@ from IPython.core import magic
 from IPython.core import magic_arguments as ipython_arguments
 from IPython.core.error import UsageError
 
+from .._cliparse import dash_hint
 from ..errors import ConfigError, DashrError, ReadOnlyError
 
 __all__ = [
@@ -102,12 +103,10 @@ def parse(magic_method: Callable[..., Any], line: str) -> Any:
     except ValueError as exc:  # shlex: e.g. an unbalanced quote
         raise UsageError(f"cannot split the arguments: {exc}") from None
     except UsageError as exc:
-        dashed = [w for w in line.split() if w.startswith("-") and not w.startswith("--")]
-        if magic_method.__name__ != "history_search" or not dashed:
+        hint = dash_hint(line.split(), "%history_search")
+        if magic_method.__name__ != "history_search" or not hint:
             raise
-        raise UsageError(
-            f"{exc}; a phrase starting with '-' goes after '--' (%history_search -- {dashed[0]})"
-        ) from None
+        raise UsageError(f"{exc}{hint}") from None
 
 
 def unquote(token: str) -> str:
