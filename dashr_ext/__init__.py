@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._controller import Dashr
     from ._events import Event, Message
     from ._meter import Measurement, TokenMeter
+    from ._pins import Pin
     from ._recall import RecallResult
     from ._session import Session
     from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
@@ -49,6 +50,7 @@ _LAZY = {
     "LLMSummarizer": "._summarizers.llm",
     "Measurement": "._meter",
     "Message": "._events",
+    "Pin": "._pins",
     "PruneResult": "._compaction",
     "PrunedNode": "._compaction",
     "RecallConfig": "._config",
@@ -78,6 +80,7 @@ __all__ = [
     "LLMSummarizer",
     "Measurement",
     "Message",
+    "Pin",
     "PruneResult",
     "PrunedNode",
     "RecallConfig",

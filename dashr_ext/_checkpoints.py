@@ -98,6 +98,9 @@ class Checkpoint:
     trigger: str
     role: str = "summary"
     """``checkpointClass`` of its pass: ``summary``, ``stub``, ``state`` or ``directory``."""
+    form: str = "full"
+    """The form of its code-composed text (``footer`` of its pass): ``full``, ``compact`` or
+    ``minimal``; only a full checkpoint gets a pointer message (SPEC §7.2)."""
 
 
 class CheckpointIndex:
@@ -153,11 +156,16 @@ class CheckpointIndex:
                     node_seq=seq,
                     trigger=str(data["trigger"]),
                     role=checkpoint_class(data),
+                    form=_form(data.get("footer")),
                 )
             )
             changed = True
         self._seen = len(events)
         return changed
+
+
+def _form(value: object) -> str:
+    return value if isinstance(value, str) and value in ("compact", "minimal") else "full"
 
 
 def _summary_seq(checkpoint: str | None) -> int | None:

@@ -8,6 +8,7 @@
     dashr search --all [DIR] QUERY [--limit N]    (DIR: $DASHR_HOME/sessions by default)
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
     dashr import FILE [--format openai] [-o OUT.jsonl]
+    dashr pin FILE TEXT… | dashr pins FILE | dashr unpin FILE ID
     dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
 
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input); they
@@ -31,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._cli_pins import PIN_COMMANDS, add_pin_parsers
 from ._cliparse import Parser as _Parser
 from ._cliparse import count as _count
 from ._config import ENGINES, CompactionConfig, RecallConfig
@@ -107,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
     imp.add_argument("--format", default="openai", choices=["openai"], help="(default: openai)")
     imp.add_argument("-o", "--output", type=Path, help="session file to write")
+    add_pin_parsers(sub)
     _agent_parser(sub)
     return p
 
@@ -609,6 +612,7 @@ _COMMANDS = {
     "search": _cmd_search,
     "compact": _cmd_compact,
     "import": _cmd_import,
+    **PIN_COMMANDS,
     "agent": _cmd_agent,
 }
 

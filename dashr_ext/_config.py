@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_STATE_MIN_MULTIPLE",
     "ENGINES",
+    "MIN_STATE_TOKENS",
     "MIN_SUMMARY_TOKENS",
     "PRUNE_CEILING",
     "PRUNE_FLOOR",
@@ -39,8 +40,11 @@ __all__ = [
 ]
 
 ENGINES = ("summary", "recallable")
-MIN_SUMMARY_TOKENS = 128
-"""The smallest ``max_summary_tokens``: a summary's eight section headings alone take ~70."""
+MIN_SUMMARY_TOKENS = 64
+"""The smallest ``max_summary_tokens``: the minimal footer line (28–34 tokens) and a line of
+summary (a pass whose span or pins leave less declines; see ``_compaction.layout``)."""
+MIN_STATE_TOKENS = 128
+"""The smallest ``state_max_tokens`` (the state checkpoint keeps its sections)."""
 SUMMARY_SHARE, SUMMARY_FLOOR, SUMMARY_CEILING = 0.15, 256, 8192
 """``max_summary_tokens`` left at None: 15% of the trigger, at least 256, at most 8192."""
 PRUNE_FLOOR, PRUNE_CEILING = 1024, 8192
@@ -124,8 +128,9 @@ _COMPACTION_CHECKS: Mapping[str, Check] = {
     "prune_tool_output_tokens": _ints(64, optional=True),
     "prune_keep_chars": _ints(200, 100_000),
     "oversize_ratio": _ratio,
+    "show_superseded": _flag,
     "stub_tokens": _ints(32, 2048, optional=True),
-    "state_max_tokens": _ints(MIN_SUMMARY_TOKENS, optional=True),
+    "state_max_tokens": _ints(MIN_STATE_TOKENS, optional=True),
     "chunk_tokens": _ints(256, optional=True),
     "stub_region_ratio": _stub_region,
 }
@@ -191,6 +196,7 @@ class CompactionConfig:
     prune_tool_output_tokens: int | None = None
     prune_keep_chars: int = 2000
     oversize_ratio: float = 0.25
+    show_superseded: bool = False
 
     def __post_init__(self) -> None:
         for name, check in _COMPACTION_CHECKS.items():

@@ -41,12 +41,14 @@ from ._compaction.commit import close_orphan_passes, rebuild_archive
 from ._config import CompactionConfig, RecallConfig, logged_settings, settings_change
 from ._events import Event, now_ms
 from ._meter import TokenMeter
-from ._payloads import CONFIG_CHANGE, UsagePayload
+from ._payloads import CONFIG_CHANGE, PIN_ADD, PIN_REMOVE, PinAddPayload, UsagePayload
+from ._pins import Pin, PinFold, fit_problem, pin_text
 from ._recall import Recall, RecallResult
 from ._recall import tool_schemas as recall_tool_schemas
+from ._redaction import scrub_keys
 from ._session import Session
 from ._summarizers.factory import make_summarizer
-from .errors import ConfigError
+from .errors import ConfigError, PinError
 
 if TYPE_CHECKING:
     from ._meter import Measurement
@@ -121,6 +123,7 @@ class Dashr:
         counted in every measurement. The recall tools are added by :meth:`request_tools`."""
         self._tools_token_cache: dict[str, int] = {}
         self._request_at_seq: int | None = None
+        self._pin_fold = PinFold()
 
     def _make_engine(self) -> CompactionEngine:
         return make_engine(
@@ -382,6 +385,56 @@ class Dashr:
                 "atSeq": at_seq,
             }
             return self.session.append_log("usage/report", data)
+
+    # ------------------------------------------------------------------ pins
+
+    def pin(self, text: str) -> Pin:
+        """Pin a statement: every later checkpoint carries it verbatim, first, in its budget.
+
+        Recorded as a log-only ``pin/add`` (the pin survives a restart), after the text is
+        cleaned as recorded text is: stripped, valid UTF-8, a configured API key stored as
+        ``[redacted]``. Raises :class:`~dashr_ext.errors.PinError` for an empty text or when
+        the pins with this one would not fit the checkpoint budget (``pins_tokens <=
+        pin_room(config.summary_budget)``; the message names both sizes), and
+        :class:`~dashr_ext.errors.ReadOnlyError` on a read-only session; the log is then
+        unchanged.
+        """
+        cleaned = scrub_keys(pin_text(text))
+        with self.session.lock:
+            seq = len(self.session)
+            new = Pin(f"pin{seq}", cleaned, seq)
+            config = self._config
+            problem = fit_problem(
+                (*self.pins(), new),
+                config.summary_budget,
+                self.meter.count_text,
+                max_summary_tokens=config.max_summary_tokens,
+            )
+            if problem is not None:
+                raise PinError(problem)
+            data: PinAddPayload = {"pin": new.id, "text": new.text}
+            event = self.session.append_log(PIN_ADD, data)
+            return Pin(event.data["pin"], event.data["text"], event.seq)
+
+    def unpin(self, pin_id: str) -> Pin:
+        """Unpin ``pin_id`` (a ``pin/remove``); returns the pin. Later checkpoints leave it out.
+
+        An id that names no current pin raises :class:`~dashr_ext.errors.PinError` listing
+        the current ones.
+        """
+        with self.session.lock:
+            current = self.pins()
+            found = next((p for p in current if p.id == pin_id), None)
+            if found is None:
+                ids = ", ".join(p.id for p in current) or "none"
+                raise PinError(f"no current pin {pin_id!r} to unpin; current pins: {ids}")
+            self.session.append_log(PIN_REMOVE, {"pin": found.id})
+            return found
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The current pins, oldest first (what the next checkpoint carries)."""
+        with self.session.lock:
+            return self._pin_fold.update(self.session.events)
 
     # ------------------------------------------------------------------ compaction
 

@@ -35,6 +35,7 @@ from ._blocks import (
 )
 from ._blocks import need as _need
 from ._jsontext import MAX_JSON_DEPTH, json_depth, json_text_too_deep
+from ._payloads import PIN_TYPES, pin_id_problem
 from .errors import EventError
 
 __all__ = [
@@ -84,6 +85,8 @@ LOG_ONLY_TYPES = frozenset(
         "compaction/end",
         "usage/report",
         "config/change",
+        "pin/add",
+        "pin/remove",
     }
 )
 
@@ -119,6 +122,8 @@ _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
     "compaction/end": ("compactionId",),
     "usage/report": ("promptTokens", "completionTokens", "atSeq"),
     "config/change": ("compaction", "recall"),
+    "pin/add": ("pin", "text"),
+    "pin/remove": ("pin",),
 }
 _REQUIRED_SETS = {kind: frozenset(keys) for kind, keys in _REQUIRED_DATA.items()}
 _N = type(None)
@@ -151,6 +156,8 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "compaction/end": {"compactionId": (str,), "error": (str, _N)},
     "usage/report": {"promptTokens": (int,), "completionTokens": (int, _N), "atSeq": (int,)},
     "config/change": {"compaction": (dict,), "recall": (dict,)},
+    "pin/add": {"pin": (str,), "text": (str,)},
+    "pin/remove": {"pin": (str,)},
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
 
@@ -605,6 +612,8 @@ def validate_payload(event: Event) -> None:
         message = event.message
         if message.role != "system":
             raise EventError(f"event {event.seq} data.message.role: expected 'system'")
+    if kind in PIN_TYPES and (problem := pin_id_problem(kind, event.seq, event.data["pin"])):
+        raise EventError(f"event {event.seq} ({kind}) data.pin: {problem}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,36 @@ from .errors import EventError
 
 __all__ = [
     "EXAMPLE_ORDER",
+    "FOOTER_FORMS",
     "archive_marker",
     "checkpoint_footer",
+    "compact_footer",
     "compose_footer",
+    "footer_form",
     "frame_checkpoint",
+    "frame_compact",
     "frame_stub",
+    "framing_cap",
     "neutralize_summary",
 ]
+
+FRAMING_SHARE = 0.12
+"""The largest share of a checkpoint budget the code-composed text of a pass may take."""
+
+FRAMING_FLOOR = 64
+"""Below a 256-token budget the code-composed text takes at most this many tokens."""
+
+
+def framing_cap(budget: int) -> int:
+    """Tokens the code-composed text of a pass (preamble, footer, marker, pointer) may take.
+
+    12% of the checkpoint budget ``budget`` from 256 tokens up, at most 64 tokens below it
+    (SPEC §7.2). What is left (``budget - framing_cap(budget)``) is the room for content:
+    pins, names and the summary.
+    """
+    if budget < 256:
+        return min(FRAMING_FLOOR, budget)
+    return int(budget * FRAMING_SHARE)
 
 EXAMPLE_ORDER: tuple[str, ...] = (
     "tool_results",
@@ -54,6 +77,51 @@ def checkpoint_footer(
         f"[checkpoint {checkpoint}: shadows conversation span #{start}\u2013#{end} "
         f"({event_count} {events}, ~{tokens} tokens); originals retrievable via "
         f'history_read("{checkpoint}") or {ARCHIVE_VARIABLE}["{checkpoint}"]]'
+    )
+
+
+FOOTER_FORMS: tuple[str, ...] = ("full", "compact", "minimal")
+"""The forms of a checkpoint's code-composed text, largest first (SPEC §7.2).
+
+``full``: the framing preamble, the tagged summary, :func:`checkpoint_footer` and the
+archive marker, plus a pointer message after the pass. ``compact``: the tagged summary and
+one footer line (:func:`compact_footer`) that carries the id, span, counts and both routes
+back; no preamble, no marker, no pointer. ``minimal``: the summary and a shorter footer line,
+no tags. A pass takes the largest form whose fixed text fits :func:`framing_cap`."""
+
+
+def footer_form(summary_event_data: Mapping[str, Any]) -> str:
+    """The form a ``compaction/summary`` payload records (``footer``; absent: ``full``)."""
+    form = summary_event_data.get("footer", "full")
+    return form if form in FOOTER_FORMS else "full"
+
+
+def compact_footer(
+    checkpoint: str,
+    shadowed_range: tuple[int, int],
+    event_count: int,
+    tokens: int,
+    *,
+    minimal: bool = False,
+) -> str:
+    """The one footer line of a ``compact`` (or ``minimal``) checkpoint (SPEC §7.2).
+
+    ``[checkpoint c42 · #5–#31 · 27 events · ~18422 tokens · originals: history_read("c42")
+    · dashr_compaction_archive["c42"]]``; ``minimal`` is the same in fewer tokens (no token
+    count): ``[checkpoint c42 #5–31, 27 events: history_read("c42") or
+    dashr_compaction_archive["c42"]]``.
+    """
+    start, end = shadowed_range
+    events = "event" if event_count == 1 else "events"
+    read, archived = f'history_read("{checkpoint}")', f'{ARCHIVE_VARIABLE}["{checkpoint}"]'
+    if minimal:
+        return (
+            f"[checkpoint {checkpoint} #{start}\u2013{end}, {event_count} {events}: "
+            f"{read} or {archived}]"
+        )
+    return (
+        f"[checkpoint {checkpoint} \u00b7 #{start}\u2013#{end} \u00b7 {event_count} {events} "
+        f"\u00b7 ~{tokens} tokens \u00b7 originals: {read} \u00b7 {archived}]"
     )
 
 
@@ -96,8 +164,9 @@ def compose_footer(summary_event_data: Mapping[str, Any]) -> str:
     """The complete footer text of a checkpoint, from its ``compaction/summary`` data alone.
 
     The checkpoint line; then, when ``archive`` holds bucket counts (not ``{"error": …}``
-    and not missing/``None``), a blank line and the archive marker. The engine appends the
-    result after the framed summary; replaying the log composes the same bytes.
+    and not missing/``None``), a blank line and the archive marker. A ``compact`` or
+    ``minimal`` checkpoint (``footer`` in the payload) gets its one line instead. The engine
+    appends the result after the framed summary; replaying the log composes the same bytes.
     Raises :class:`~dashr_ext.errors.EventError` naming the malformed field.
     """
     data = summary_event_data
@@ -120,6 +189,11 @@ def compose_footer(summary_event_data: Mapping[str, Any]) -> str:
             f"compaction/summary data.shadowedSeqs: expected a list of seqs, got {seqs!r}"
         )
     tokens = _data_int("shadowedTokenCount", data.get("shadowedTokenCount"))
+    form = footer_form(data)
+    if form != "full":  # one line; the archive marker folds into it
+        return compact_footer(
+            checkpoint, (start, end), len(seqs), tokens, minimal=form == "minimal"
+        )
     footer = checkpoint_footer(checkpoint, (start, end), len(seqs), tokens)
     archive = data.get("archive")
     if archive is None or (isinstance(archive, Mapping) and "error" in archive):
@@ -142,6 +216,15 @@ def frame_checkpoint(summary: str, footer: str) -> str:
     preamble = render("checkpoint").strip()
     body = neutralize_summary(summary)
     return f"{preamble}\n\n<compacted-summary>\n{body}\n</compacted-summary>\n\n{footer}"
+
+
+def frame_compact(summary: str, footer: str, *, tags: bool = True) -> str:
+    """A ``compact`` checkpoint's text (tagged summary, footer line) or, without ``tags``,
+    a ``minimal`` one's (summary, footer line). Neutralised like :func:`frame_checkpoint`."""
+    body = neutralize_summary(summary)
+    if tags:
+        return f"<compacted-summary>\n{body}\n</compacted-summary>\n{footer}"
+    return f"{body}\n\n{footer}" if body else footer
 
 
 def frame_stub(summary: str, footer: str) -> str:

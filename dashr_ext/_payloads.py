@@ -8,6 +8,7 @@ package writes).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 if TYPE_CHECKING:
@@ -18,11 +19,16 @@ __all__ = [
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "CONFIG_CHANGE",
+    "PIN_ADD",
+    "PIN_REMOVE",
+    "PIN_TYPES",
     "POINTER_SOURCE",
     "RECALL_TOOL_NAMES",
     "TRIGGERS",
     "ConfigChangePayload",
     "EndPayload",
+    "PinAddPayload",
+    "PinRemovePayload",
     "ShadowedRange",
     "StartPayload",
     "SummarizerInfo",
@@ -32,6 +38,9 @@ __all__ = [
     "checkpoint_class",
     "config_change_payload",
     "end_payload",
+    "pin_add_payload",
+    "pin_id_problem",
+    "pin_remove_payload",
     "start_payload",
     "summary_payload",
 ]
@@ -99,6 +108,14 @@ class SummaryPayload(TypedDict):
     """One of :data:`CHECKPOINT_CLASSES`; absent means ``"summary"``."""
     archiveReasoning: NotRequired[bool]
     """Written (as False) only when assistant reasoning was left out of the archive."""
+    footer: NotRequired[str]
+    """The form of the code-composed text, ``compact`` or ``minimal``; absent means ``full``."""
+    pins: NotRequired[list[dict[str, str]]]
+    """The pinned statements the checkpoint carries first (``{"pin", "text"}``)."""
+    names: NotRequired[list[dict[str, Any]]]
+    """The names the work touched up to this pass, carried to the next one."""
+    namesBlock: NotRequired[str]
+    """The names block as the checkpoint shows it."""
 
 
 class EndPayload(TypedDict):
@@ -133,6 +150,46 @@ class ConfigChangePayload(TypedDict):
     """Changed ``RecallConfig`` fields."""
 
 
+PIN_ADD = "pin/add"
+"""The event that pins a statement every checkpoint carries verbatim (SPEC §15)."""
+PIN_REMOVE = "pin/remove"
+"""The event that unpins one."""
+PIN_TYPES = frozenset({PIN_ADD, PIN_REMOVE})
+
+_PIN_ID = re.compile(r"pin(0|[1-9][0-9]*)")
+
+
+def pin_id_problem(kind: str, seq: int, pin: str) -> str | None:
+    """What is wrong with the ``pin`` id of a ``kind`` event at ``seq``, or None.
+
+    A pin is named ``pin<seq>`` after its ``pin/add``: the add names itself, a remove an
+    earlier add.
+    """
+    if kind == PIN_ADD:
+        if pin != f"pin{seq}":
+            return f"expected 'pin{seq}' (pin<seq of this event>), got {pin!r}"
+        return None
+    match = _PIN_ID.fullmatch(pin)
+    if match is None or int(match[1]) >= seq:
+        return f"expected the id of an earlier pin/add ('pin<seq>', seq below {seq}), got {pin!r}"
+    return None
+
+
+class PinAddPayload(TypedDict):
+    """``pin/add``: a pinned statement, as recorded (cleaned, keys redacted)."""
+
+    pin: str
+    """``pin<seq of this event>``: the pin's id."""
+    text: str
+
+
+class PinRemovePayload(TypedDict):
+    """``pin/remove``: the pin it names is no longer carried."""
+
+    pin: str
+    """The id of an earlier ``pin/add``."""
+
+
 def _payload(event: Event, kind: str) -> object:
     if event.type != kind:
         raise TypeError(f"expected a {kind} event, got {event.type} (seq {event.seq})")
@@ -159,3 +216,11 @@ def end_payload(event: Event) -> EndPayload:
 
 def config_change_payload(event: Event) -> ConfigChangePayload:
     return cast(ConfigChangePayload, _payload(event, CONFIG_CHANGE))
+
+
+def pin_add_payload(event: Event) -> PinAddPayload:
+    return cast(PinAddPayload, _payload(event, PIN_ADD))
+
+
+def pin_remove_payload(event: Event) -> PinRemovePayload:
+    return cast(PinRemovePayload, _payload(event, PIN_REMOVE))

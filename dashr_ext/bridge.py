@@ -50,6 +50,7 @@ from ._cells import CellOutput
 from ._compaction import CompactionResult, PruneResult
 from ._events import Event
 from ._meter import Measurement
+from ._pins import Pin
 from ._recall import RecallResult
 from .errors import BridgeError, DashrError, InternalError
 
@@ -462,6 +463,18 @@ class KernelSession:
         result = self._call("compactions", {"since": since})
         return tuple(result["checkpoints"]), tuple(result["errors"])
 
+    def pin(self, text: str) -> Pin:
+        """Pin a statement every checkpoint carries verbatim (``Dashr.pin``)."""
+        return _pin(self._call("pin", {"text": text})["pin"])
+
+    def unpin(self, pin_id: str) -> Pin:
+        """Unpin one; returns the pin (``Dashr.unpin``)."""
+        return _pin(self._call("unpin", {"id": pin_id})["pin"])
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The current pins, oldest first."""
+        return tuple(_pin(p) for p in self._call("pins", {})["pins"])
+
     def run_cell(self, code: str) -> CellOutput:
         """Run ``code`` in the kernel through execute_request (as a notebook cell runs).
 
@@ -472,6 +485,10 @@ class KernelSession:
             if not self._link.has_comm(self.timeout) and self.auto_reattach:
                 self.reattach()
             return self._link.execute(code, self.timeout)
+
+
+def _pin(obj: Mapping[str, Any]) -> Pin:
+    return Pin(str(obj["id"]), str(obj["text"]), int(obj["seq"]))
 
 
 def _present(**values: Any) -> dict[str, Any]:

@@ -21,6 +21,8 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── EndpointError                       an OpenAI-compatible endpoint failed or said no
     ├── PromptError (ValueError)            a prompt template is missing or malformed
     ├── RecallError (ValueError)            a history_* call has bad arguments
+    ├── PinError (ValueError)               a pin is empty, does not fit the checkpoint budget, or
+    │                                       an unpin names no current pin
     ├── AgentError                          the agent loop was misused (a turn already runs)
     └── BridgeError                         talking to a kernel over the dashr comm failed
         ├── ProtocolError                   the kernel refused a malformed request (op, size, …)
@@ -56,6 +58,7 @@ __all__ = [
     "FormatError",
     "InternalError",
     "KernelDiedError",
+    "PinError",
     "PromptError",
     "ProtocolError",
     "ReadOnlyError",
@@ -184,6 +187,12 @@ class PromptError(DashrError, ValueError):
 
 class RecallError(DashrError, ValueError):
     """A history_outline / history_read / history_search call has bad arguments."""
+
+
+class PinError(DashrError, ValueError):
+    """``pin`` / ``unpin`` refused: an empty text, a pin set that would not fit the checkpoint
+    budget (the message names both sizes), or an id that names no current pin (the message
+    lists the current ones). The log is left as it was."""
 
 
 class AgentError(DashrError):

@@ -322,14 +322,14 @@ def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None
     spec.loader.exec_module(builder)
     log, steps = builder.run(tmp_path)
     assert steps[5:10] == [
-        "step 6: run_cell · ~2170 tokens · compacted → c31",
-        "step 7: run_cell · ~2170 tokens · compacted → c41",
-        "step 8: run_cell · ~2170 tokens · compacted → c51",
-        "step 9: run_cell (error) · ~2166 tokens · compacted → c61",
-        "step 10: answer · ~2229 tokens",
+        "step 6: run_cell · ~1826 tokens · compacted → c31",
+        "step 7: run_cell · ~2362 tokens",
+        "step 8: run_cell · ~1824 tokens · compacted → c46",
+        "step 9: run_cell (error) · ~2283 tokens",
+        "step 10: answer · ~2423 tokens",
     ]
     assert steps[10] == (
-        "step 1: history_search · ~1288 tokens · context overflow → retried once · compacted → c78"
+        "step 1: history_search · ~944 tokens · context overflow → retried once · compacted → c68"
     )
     expected = (GOLDEN / "agent.jsonl").read_bytes()
     assert log.split(b"\n") == expected.split(b"\n")

@@ -160,6 +160,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dashr_ext._fileops_shell",
             "dashr_ext._fileops_code",
             "dashr_ext._footers",
+            "dashr_ext._names",
+            "dashr_ext._pins",
             "dashr_ext._pruned",
             "dashr_ext._pointer",
             "dashr_ext._plaintext",

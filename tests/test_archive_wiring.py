@@ -20,7 +20,7 @@ from dashr_ext._session import Session
 
 def make(tmp_path: Path, clock: Any, **cfg: Any) -> Dashr:
     config = CompactionConfig(
-        context_window_tokens=100_000, recency_window_tokens=3000, retain_tokens=600, **cfg
+        context_window_tokens=100_000, recency_window_tokens=30_000, retain_tokens=6_000, **cfg
     )
     return Dashr.create(
         tmp_path / "s.jsonl",
@@ -40,7 +40,7 @@ def test_a_pass_archives_every_shadowed_message_and_ends_with_the_footers(
     tmp_path: Path, clock: Any
 ) -> None:
     d = make(tmp_path, clock)
-    record_steps(d, 20, chars=500, user="Fix the failing retry tests.")
+    record_steps(d, 20, chars=5000, user="Fix the failing retry tests.")
     result = d.compact()
     assert result is not None
     entry = d.archive[result.checkpoint]
@@ -80,7 +80,7 @@ def test_a_pass_archives_every_shadowed_message_and_ends_with_the_footers(
 
 def test_the_markers_print_example_runs_against_the_archive(tmp_path: Path, clock: Any) -> None:
     d = make(tmp_path, clock)
-    record_steps(d, 20, chars=500, user="go")
+    record_steps(d, 20, chars=5000, user="go")
     result = d.compact()
     assert result is not None
     text = checkpoint_text(d, result.checkpoint)
@@ -108,14 +108,14 @@ def test_an_archive_failure_still_commits_without_the_marker(tmp_path: Path, clo
     d = Dashr(
         session,
         config=CompactionConfig(
-            context_window_tokens=100_000, recency_window_tokens=3000, retain_tokens=600
+            context_window_tokens=100_000, recency_window_tokens=30_000, retain_tokens=6_000
         ),
         summarizer=ScriptedSummarizer(),
         meter=TokenMeter("chars"),
         archive=archive,
         clock=clock,
     )
-    record_steps(d, 20, chars=500, user="go")
+    record_steps(d, 20, chars=5000, user="go")
     result = d.compact()
     assert result is not None and result.archived is None
     summary = d.session.event(result.summary_seq)
@@ -125,7 +125,7 @@ def test_an_archive_failure_still_commits_without_the_marker(tmp_path: Path, clo
     assert text.rstrip().endswith(f'dashr_compaction_archive["{result.checkpoint}"]]')
     assert result.checkpoint not in archive
     archive.fail = False
-    record_steps(d, 20, chars=500, first=100)
+    record_steps(d, 20, chars=5000, first=100)
     later = d.compact()
     assert later is not None and later.archived is not None
     assert later.checkpoint in archive
@@ -135,7 +135,7 @@ def test_an_archive_failure_still_commits_without_the_marker(tmp_path: Path, clo
 def test_a_cap_evicts_the_oldest_entries_to_recovery_stubs(tmp_path: Path, clock: Any) -> None:
     d = make(tmp_path, clock, archive_max_bytes=9000)
     for i in range(3):
-        record_steps(d, 20, chars=500, first=100 * i, user=f"request {i}")
+        record_steps(d, 20, chars=5000, first=100 * i, user=f"request {i}")
         d.compact()
     ids = [c.id for c in d.checkpoints()]
     assert len(ids) == 3
@@ -149,7 +149,7 @@ def test_a_cap_evicts_the_oldest_entries_to_recovery_stubs(tmp_path: Path, clock
 def test_reopening_rebuilds_the_identical_archive_and_footers(tmp_path: Path, clock: Any) -> None:
     d = make(tmp_path, clock, archive_max_bytes=9000)
     for i in range(4):
-        record_steps(d, 20, chars=500, first=100 * i, user=f"request {i}")
+        record_steps(d, 20, chars=5000, first=100 * i, user=f"request {i}")
         d.request_messages()
     assert len(d.checkpoints()) >= 3
     live_archive = dict(d.archive)
@@ -159,8 +159,8 @@ def test_reopening_rebuilds_the_identical_archive_and_footers(tmp_path: Path, cl
         tmp_path / "s.jsonl",
         config=CompactionConfig(
             context_window_tokens=100_000,
-            recency_window_tokens=3000,
-            retain_tokens=600,
+            recency_window_tokens=30_000,
+            retain_tokens=6_000,
             archive_max_bytes=9000,
         ),
         meter=TokenMeter("chars"),
@@ -191,7 +191,7 @@ def test_reasoning_archiving_can_be_turned_off(tmp_path: Path, clock: Any) -> No
                         }
                     ],
                 },
-                {"role": "tool", "tool_call_id": f"k{i}", "content": "x" * 400},
+                {"role": "tool", "tool_call_id": f"k{i}", "content": "x" * 4000},
             ]
         )
     result = d.compact()
@@ -210,9 +210,9 @@ def test_a_pass_whose_commit_fails_leaves_the_archive_as_it_was(
 
     d = make(tmp_path, clock, archive_max_bytes=9000)
     for i in range(2):
-        record_steps(d, 20, chars=500, first=100 * i, user=f"request {i}")
+        record_steps(d, 20, chars=5000, first=100 * i, user=f"request {i}")
         d.compact()
-    record_steps(d, 20, chars=500, first=300, user="request 3")
+    record_steps(d, 20, chars=5000, first=300, user="request 3")
     before = {k: dict(v) for k, v in d.archive.items()}
     store = d.session._store
     assert store is not None
@@ -248,8 +248,8 @@ def test_an_archive_failure_in_the_cap_check_keeps_live_and_rebuilt_archives_equ
         session,
         config=CompactionConfig(
             context_window_tokens=100_000,
-            recency_window_tokens=3000,
-            retain_tokens=600,
+            recency_window_tokens=30_000,
+            retain_tokens=6_000,
             archive_max_bytes=1000,
         ),
         summarizer=ScriptedSummarizer(),
@@ -257,7 +257,7 @@ def test_an_archive_failure_in_the_cap_check_keeps_live_and_rebuilt_archives_equ
         archive=archive,
         clock=clock,
     )
-    record_steps(d, 20, chars=500, user="go")
+    record_steps(d, 20, chars=5000, user="go")
     result = d.compact()
     assert result is not None and result.archived is None
     assert result.checkpoint not in archive

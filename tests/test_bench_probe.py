@@ -199,10 +199,11 @@ def test_prune_bench_tools_are_the_union_by_name_first_wins() -> None:
 
 
 def test_prune_bench_newest_unit_is_the_last_one_before_the_recall_pointer() -> None:
-    config = CompactionConfig(recency_window_tokens=2_000, retain_tokens=400)
+    # Large enough for the full form: a pointer message follows the checkpoint.
+    config = CompactionConfig(recency_window_tokens=20_000, retain_tokens=1_000)
     with Dashr.create(in_memory=True, config=config) as d:
-        for i in range(12):
-            d.record_openai({"role": "user", "content": f"request {i} " + "word " * 150})
+        for i in range(16):
+            d.record_openai({"role": "user", "content": f"request {i} " + "word " * 1500})
             d.record_openai({"role": "assistant", "content": f"answer {i}"})
         d.record_openai({"role": "user", "content": "last " * 40})
         d.request_messages()

@@ -30,6 +30,7 @@ from dashr_ext.errors import (
     ConfigError,
     FormatError,
     KernelDiedError,
+    PinError,
     ProtocolError,
 )
 
@@ -543,3 +544,18 @@ def test_configure_errors_come_back_as_their_own_class(fresh: Kernel) -> None:
     with pytest.raises(ProtocolError, match="unknown operation 'nope'"):
         ks.request("nope")
     assert ks.configure()["recency_window_tokens"] is None
+
+
+def test_pins_through_a_kernel_session_come_back_after_a_restart(fresh: Kernel) -> None:
+    ks = KernelSession(fresh.client, manager=fresh.manager)
+    first = ks.pin("Never push to main.")
+    second = ks.pin("Run the tests with -x.")
+    assert ks.pins() == (first, second) and first.id == f"pin{first.seq}"
+    fresh.restart()
+    assert ks.pins() == (first, second)  # re-attached: the pins come from the log
+    assert ks.unpin(first.id) == first and ks.pins() == (second,)
+    with pytest.raises(PinError, match=f"no current pin '{first.id}' to unpin"):
+        ks.unpin(first.id)
+    with Dashr.open(str(ks.session_path), read_only=True) as local:
+        assert local.pins() == (second,)
+    ks.close()

@@ -22,7 +22,7 @@ from dashr_ext._bridge.wire import (
 from dashr_ext._demo import demo_messages
 from dashr_ext._magics.bridge import TraitsHost
 from dashr_ext.bridge import _remote_error
-from dashr_ext.errors import ConfigError, EndpointError, InternalError, SurfaceError
+from dashr_ext.errors import ConfigError, EndpointError, InternalError, PinError, SurfaceError
 
 
 def validator(name: str) -> jsonschema.Draft202012Validator:
@@ -45,7 +45,7 @@ def ok(target: Any, op: str, **args: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def d(tmp_path: Path) -> Dashr:
-    config = CompactionConfig(recency_window_tokens=6000, retain_tokens=1500)
+    config = CompactionConfig(recency_window_tokens=5500, retain_tokens=1500)
     controller = Dashr.create(tmp_path / "s.jsonl", config=config)
     for message in demo_messages():
         if message["role"] == "assistant":
@@ -241,3 +241,31 @@ def test_an_error_reply_becomes_the_same_error_class_on_the_client() -> None:
     assert isinstance(exc, EndpointError) and exc.context_length is False
     exc = _remote_error({"type": "ValueError", "message": "odd"})
     assert type(exc) is InternalError and str(exc) == "ValueError: odd"
+
+
+def test_pin_unpin_and_pins_do_what_the_controller_does(d: Dashr) -> None:
+    assert ok(d, "pins") == {"pins": []}
+    first = ok(d, "pin", text="  Never push to main.")
+    pinned = d.pins()[0]
+    expected = {"id": pinned.id, "text": "Never push to main.", "seq": pinned.seq}
+    assert first == {"pin": expected, "pins": [expected]}
+    second = ok(d, "pin", text="Run the tests with -x.")["pin"]
+    assert ok(d, "pins")["pins"] == [expected, second]
+    assert ok(d, "unpin", id=pinned.id) == {"pin": expected, "pins": [second]}
+    assert [p.id for p in d.pins()] == [second["id"]]
+    events = len(d.session)
+    for op, args, kind, message in (
+        ("unpin", {"id": "pin1"}, "PinError", "no current pin 'pin1' to unpin; current pins: "),
+        ("pin", {"text": "   "}, "PinError", "pin text: expected a non-empty string"),
+        ("pin", {"text": "x " * 9000}, "PinError", "pins would take ~"),
+        ("pin", {"text": ""}, "ProtocolError", ""),
+        ("pin", {}, "ProtocolError", ""),
+        ("unpin", {"id": 3}, "ProtocolError", ""),
+        ("pins", {"all": True}, "ProtocolError", ""),
+    ):
+        reply = call(d, op, **args)
+        assert not reply["ok"] and reply["error"]["type"] == kind, (op, args)
+        assert reply["error"]["message"].startswith(message)
+    assert len(d.session) == events  # a refused request records nothing
+    exc = _remote_error({"type": "PinError", "message": "pins would take ~9 tokens"})
+    assert type(exc) is PinError and isinstance(exc, ValueError)

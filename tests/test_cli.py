@@ -42,8 +42,11 @@ def test_demo_prints_outline_footer_archive_read_and_a_search_hit(
     facts = demo_facts()
     assert re.search(r"dashr demo: \d+ events, [2-9]\d* compaction passes", out)
     assert "history_outline — " in out
-    assert re.search(r"\[checkpoint c\d+: shadows conversation span #\d+–#\d+", out)
-    assert "[compaction archive]" in out
+    # The demo's 6k window gets the compact form: one footer line with both routes back.
+    footer = re.search(r"^\[checkpoint (c\d+) · #\d+–#\d+ · \d+ events · .*\]$", out, re.M)
+    assert footer is not None
+    assert f'dashr_compaction_archive["{footer.group(1)}"]' in footer.group(0)
+    assert f"print(dashr_compaction_archive['{footer.group(1)}']" in out
     assert f'history_search "{facts["error"]}"' in out
     assert re.search(r"^1\. seq \d+ \| shadowed \| c\d+ \| ", out, flags=re.M)
     assert facts["error"] in out
@@ -589,7 +592,7 @@ def test_python_m_dashr_ext_works_like_dashr(
     assert (done.returncode, done.stdout, done.stderr) == (0, outline, "")
     helped = dashr("--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: dashr ")
-    assert "{demo,inspect,outline,read,search,compact,import,agent}" in helped.stdout
+    assert "{demo,inspect,outline,read,search,compact,import,pin,pins,unpin,agent}" in helped.stdout
 
 
 @pytest.mark.parametrize(
@@ -758,3 +761,51 @@ def test_compact_uses_the_settings_the_log_records_and_flags_override_them_unrec
     with Dashr.open(path, read_only=True) as d:
         assert d.config.trigger_tokens == 6_000  # the flag applied to that run only
         assert sum(e.type == "config/change" for e in d.session.events) == changes
+
+
+def test_pin_pins_and_unpin_change_the_log_and_refusals_leave_it_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dashr_ext import CompactionConfig
+
+    path = tmp_path / "s.jsonl"
+    with Dashr.create(path) as d:
+        d.record_openai({"role": "user", "content": "Fix the failing retry tests."})
+        d.config = CompactionConfig(max_summary_tokens=128)  # recorded: the commands use it
+    assert run(capsys, "pins", str(path)) == (0, "no pins\n", "")
+    code, out, err = run(capsys, "pin", str(path), "Never push to main.")
+    with Dashr.open(path, read_only=True) as d:
+        (first,) = d.pins()
+    assert (code, out, err) == (0, f"pinned {first.id}: Never push to main.\n", "")
+    code, out, _ = run(capsys, "pin", str(path), "Run", "the tests", "--", "-x")  # joined
+    assert code == 0 and out.endswith(": Run the tests -x\n")
+    code, out, _ = run(capsys, "pins", str(path))
+    second = out.splitlines()[1].split()[0]
+    assert out == f"{first.id}  Never push to main.\n{second}  Run the tests -x\n"
+    before = path.read_bytes()
+    for argv, message in (
+        (
+            ("unpin", str(path), "pin999"),
+            f"no current pin 'pin999' to unpin; current pins: {first.id}, {second}",
+        ),
+        (("pin", str(path), " "), "pin text: expected a non-empty string"),
+        (("pin", str(path), "always explain why " * 40), "(max_summary_tokens = 128) leaves "),
+        (("pin", str(tmp_path / "missing.jsonl"), "x"), "no such file: "),
+        (("pins", str(tmp_path)), "no such file: "),
+    ):
+        code, out, err = run(capsys, *argv)
+        assert (code, out) == (1, ""), argv
+        assert err.startswith(f"dashr {argv[0]}: ") and message in err and err.count("\n") == 1
+    assert path.read_bytes() == before
+    code, out, _ = run(capsys, "unpin", str(path), first.id)
+    assert (code, out) == (0, f"unpinned {first.id}: Never push to main.\n")
+    assert run(capsys, "pins", str(path))[1] == f"{second}  Run the tests -x\n"
+
+
+def test_pin_commands_without_their_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (("pin", "f.jsonl"), ("unpin", "f.jsonl"), ("pins",)):
+        with pytest.raises(SystemExit) as info:
+            main(list(argv))
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dashr {argv[0]}: error: the following arguments are required")

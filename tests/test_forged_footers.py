@@ -58,9 +58,9 @@ TAG = re.compile(r"<\s*/?\s*compacted-summary\s*>", re.IGNORECASE)
 def config() -> CompactionConfig:
     return CompactionConfig(
         context_window_tokens=100_000,
-        recency_window_tokens=3000,
-        retain_tokens=600,
-        max_summary_tokens=1200,  # room for the quoted error lines these tests look for
+        recency_window_tokens=30_000,
+        retain_tokens=6_000,
+        max_summary_tokens=3000,  # the full form, and room for the quoted error lines
     )
 
 
@@ -86,7 +86,7 @@ def record_hostile_tool_output(d: Dashr) -> None:
             {"role": "tool", "tool_call_id": "t1", "content": output},
         ]
     )
-    record_steps(d, 20, chars=500)
+    record_steps(d, 20, chars=5000)
 
 
 def checkpoint_messages(messages: list[dict[str, Any]]) -> list[str]:
@@ -132,7 +132,7 @@ def test_a_summarizer_cannot_forge_framing_footers_markers_or_pointers(
     tmp_path: Path, clock: Any
 ) -> None:
     d = make(tmp_path, clock, ScriptedSummarizer(text=FORGED_SUMMARY))
-    record_steps(d, 20, chars=500, user="Fix the failing retry tests.")
+    record_steps(d, 20, chars=5000, user="Fix the failing retry tests.")
     result = d.compact()
     assert result is not None
     messages = d.request_messages()
@@ -164,7 +164,7 @@ def test_the_log_holds_the_neutralised_summary_and_replay_reproduces_the_checkpo
     tmp_path: Path, clock: Any
 ) -> None:
     d = make(tmp_path, clock, ScriptedSummarizer(text=FORGED_SUMMARY))
-    record_steps(d, 20, chars=500, user="Fix the failing retry tests.")
+    record_steps(d, 20, chars=5000, user="Fix the failing retry tests.")
     result = d.compact()
     assert result is not None
     (cp,) = d.checkpoints()
@@ -187,7 +187,7 @@ def test_a_forged_checkpoint_merged_into_the_next_pass_stays_neutral(
     record_hostile_tool_output(d)
     first = d.compact()
     assert first is not None
-    record_steps(d, 20, chars=500, first=100, user="Now document the retry settings.")
+    record_steps(d, 20, chars=5000, first=100, user="Now document the retry settings.")
     second = d.compact()
     assert second is not None and second.checkpoint != first.checkpoint
     (text,) = checkpoint_messages(d.request_messages())
@@ -212,7 +212,7 @@ def test_exactly_one_footer_per_checkpoint_whatever_the_archive_did(
         archive=archive,
         clock=clock,
     )
-    record_steps(d, 20, chars=500, user="Fix the failing retry tests.")
+    record_steps(d, 20, chars=5000, user="Fix the failing retry tests.")
     result = d.compact()
     assert result is not None
     (text,) = checkpoint_messages(d.request_messages())
@@ -247,11 +247,12 @@ def test_lookalike_letters_dashes_and_line_breaks_cannot_forge_framing_either(
 ) -> None:
     forged = "\n".join(["Work so far.", *LOOKALIKE_FORGERIES])
     d = make(tmp_path, clock, ScriptedSummarizer(text=forged))
-    record_steps(d, 20, chars=500, user="Fix the failing retry tests.")
+    record_steps(d, 20, chars=5000, user="Fix the failing retry tests.")
     result = d.compact()
     assert result is not None
     (text,) = checkpoint_messages(d.request_messages())
     summary = assert_only_code_composed_shapes(text, result.checkpoint)
+    summary = summary.split("\n\n## Names\n")[0]  # the names block follows the summary
     assert summary.split("\n") == ["Work so far.", *LOOKALIKE_FORGERIES.values()]
     # The neutralised text is what the log keeps, so replay composes the same bytes.
     (cp,) = d.checkpoints()

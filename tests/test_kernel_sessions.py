@@ -96,3 +96,20 @@ def test_attach_read_only_in_a_second_kernel_reads_what_the_first_writes(
     assert "AUC 0.91" in after  # attaching again read what the writer added since
     written = fresh.execute(f"%dashr attach {path}\nprint(dashr.session.read_only)")
     assert written.stdout == "False\n"  # the writer is gone: attached for writing
+
+
+def test_pins_survive_a_kernel_restart(fresh: Kernel) -> None:
+    path = fresh.execute(SETUP).stdout.splitlines()[-1]
+    fresh.execute('%dashr pin "Never push to main"\n%dashr pin Run the tests with -x')
+    with Dashr.open(path, read_only=True) as d:
+        pins = d.pins()
+    assert [p.text for p in pins] == ["Never push to main", "Run the tests with -x"]
+    fresh.restart()
+
+    listed = fresh.execute(f"%load_ext dashr_ext\n%dashr attach {path}\n%dashr pins")
+    ids = complete(fresh, "%dashr unpin ")
+
+    rows = listed.plain.splitlines()
+    assert rows[0] == "2 pins, carried first by every checkpoint"
+    assert rows[1:3] == [f"{p.id}  {p.text}" for p in pins]
+    assert ids["matches"] == [p.id for p in pins]

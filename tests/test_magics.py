@@ -28,6 +28,7 @@ from dashr_ext._controller import Dashr as Controller
 from dashr_ext._demo import demo_facts, demo_messages
 from dashr_ext._display import Report
 from dashr_ext._magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr, agent_cell
+from dashr_ext._pins import pin_room, pins_tokens
 from dashr_ext._recall import RecallResult
 
 ERROR = demo_facts()["error"]  # "AssertionError: expected retry budget 3, got 5" (turn 1 only)
@@ -988,3 +989,76 @@ def test_config_engine_recallable_compacts_into_stubs_and_a_state(ip: Interactiv
     assert all(e["meta"]["checkpoint"] == f"p{e['meta']['pruned']}" for e in pruned)
     outline = run(ip, "%history_outline")
     assert "| stub, summary seq" in str(outline) and "| state, summary seq" in str(outline)
+
+
+# --------------------------------------------------------------------------- pins
+
+
+def test_pin_pins_and_unpin_magics_take_the_rest_of_the_line(ip: InteractiveShell) -> None:
+    run(ip, "%load_ext dashr_ext")
+    d = controller(ip)
+    report = run(ip, '%dashr pin "Never push to main"')
+    (first,) = d.pins()
+    assert first.text == "Never push to main" and report.title == f"pinned {first.id}"
+    run(ip, '%dashr pin don\'t use  -x, "ever"  ')  # as typed: not split, not unquoted
+    second = d.pins()[1]
+    assert second.text == 'don\'t use  -x, "ever"'
+    run(ip, "%dashr pin 'a' and 'b'")  # quotes not around the whole text stay
+    third = d.pins()[2]
+    assert third.text == "'a' and 'b'"
+    listed = run(ip, "%dashr pins")
+    assert listed.title == "3 pins, carried first by every checkpoint"
+    assert listed.rows == tuple((p.id, p.text) for p in (first, second, third))
+    tokens = pins_tokens(d.pins(), d.meter.count_text)
+    assert listed.notes[0].startswith(
+        f"~{tokens} tokens of the {pin_room(d.config.summary_budget)}"
+    )
+    removed = run(ip, f"%dashr unpin {first.id}")
+    assert removed.title == f"unpinned {first.id}" and d.pins() == (second, third)
+    assert [e.type for e in d.session.events].count("pin/add") == 3
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("%dashr pin", "%dashr pin: give the TEXT to pin; usage: %dashr pin TEXT…"),
+        ("%dashr pin    ", "%dashr pin: give the TEXT to pin; usage: %dashr pin TEXT…"),
+        ("%dashr pin ''", "%dashr pin: give the TEXT to pin; usage: %dashr pin TEXT…"),
+        ('%dashr pin " "', "%dashr pin: give the TEXT to pin; usage: %dashr pin TEXT…"),
+        ("%dashr unpin", "%dashr unpin: the following arguments are required: id"),
+        ("%dashr unpin pin999", "no current pin 'pin999' to unpin; current pins: none"),
+        ("%dashr pins now", "%dashr pins: unrecognized arguments: now; usage: %dashr pins"),
+    ],
+)
+def test_pin_magic_errors_are_one_line(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str, message: str
+) -> None:
+    run(ip, "%load_ext dashr_ext")
+    assert usage_error(ip, cell, capsys).startswith(message)
+    assert "pin/add" not in [e.type for e in controller(ip).session.events]
+
+
+def test_a_pin_that_does_not_fit_is_a_one_line_error_and_records_nothing(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(ip, "%load_ext dashr_ext")
+    run(ip, "%config Dashr.max_summary_tokens = 128")
+    d = controller(ip)
+    events = len(d.session)
+    line = usage_error(ip, "%dashr pin " + "always explain why " * 40, capsys)
+    assert line.startswith("pins would take ~") and "(max_summary_tokens = 128) leaves" in line
+    assert len(d.session) == events and d.pins() == ()
+
+
+def test_pins_of_a_session_attached_read_only_are_listed_but_not_changed(
+    ip: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pinned.jsonl"
+    with Controller.create(path) as writer:
+        pinned = writer.pin("Never push to main")
+        run(ip, "%load_ext dashr_ext")
+        run(ip, f"%dashr attach --read-only {path}")
+        assert run(ip, "%dashr pins").rows == ((pinned.id, pinned.text),)
+        for cell in ("%dashr pin more", f"%dashr unpin {pinned.id}"):
+            assert "attached read-only" in usage_error(ip, cell, capsys)
+        assert writer.pins() == (pinned,)

@@ -175,6 +175,7 @@ def test_checkpoint_preamble_is_short_framing() -> None:
     text = render("checkpoint").strip()
     assert "condensed record of the earlier part of this conversation" in text
     assert "continues after it" in text
+    assert "pinned statements come first" in text and "is the current one" in text
     assert text.count(".") <= 2 and "\n" not in text
 
 

@@ -25,14 +25,21 @@ from dashr_ext._events import Event
 from dashr_ext._meter import TokenMeter
 from dashr_ext._summarizers import ExtractiveSummarizer
 from dashr_ext._summarizers.base import SummaryRequest
+from dashr_ext._summarizers.extractive.compact import COMPACT_TOKENS
 
 METER = TokenMeter()
 
 
 def run(
-    span: Sequence[Event], budget: int = 4096, previous: str | None = None, mode: str = "summary"
+    span: Sequence[Event],
+    budget: int = 4096,
+    previous: str | None = None,
+    mode: str = "summary",
+    show_superseded: bool = False,
 ) -> str:
-    request = SummaryRequest(span, previous, budget, [], METER.count_text, mode=mode)
+    request = SummaryRequest(
+        span, previous, budget, [], METER.count_text, mode=mode, show_superseded=show_superseded
+    )
     text = ExtractiveSummarizer().summarize(request).text
     assert METER.count_text(text) <= budget
     return text
@@ -109,7 +116,7 @@ def test_a_trivial_first_message_is_not_pinned() -> None:
     primary = sections_of(run(span))["Primary Request and Intent"]
     assert primary.startswith("- Original request (seq 3), verbatim:")
     assert "Original request (seq 1)" not in primary
-    assert "- Request (seq 1): hi, can you help?" in primary.splitlines()
+    assert "hi, can you help?" not in primary  # a greeting takes no slot
     tight = run(span, budget=90)
     assert "Fix the flaky upload test" in tight and "hi, can you help?" not in tight
 
@@ -121,11 +128,15 @@ def test_a_long_first_request_keeps_its_salient_sentences_when_the_budget_is_sho
         "one invoice. Deadline is 2026-03-13."
     )
     text = run([user(1, request), assistant(2, "On it.")], budget=140)
-    primary = sections_of(text)["Primary Request and Intent"]
-    assert primary.startswith("- Original request (seq 1), excerpt:")
-    assert "must never run twice for one invoice" in primary
-    assert "Some background on part 3" not in primary
+    assert "## " not in text  # a budget this small gets the checklist
+    task = [line for line in text.splitlines() if line.startswith("- Task (seq 1): ")]
+    assert len(task) == 1 and "Some background on part 3" not in task[0]
+    assert "must never run twice for one invoice" in text
     assert "2026-03-13" in text
+    roomy = run([user(1, request), assistant(2, "On it.")], budget=400)
+    primary = sections_of(roomy)["Primary Request and Intent"]
+    assert primary.startswith("- Original request (seq 1), excerpt:")
+    assert "Some background on part 3" not in primary
 
 
 def test_an_unanswered_ask_reaches_pending_jobs_and_the_next_step_with_its_rule() -> None:
@@ -140,8 +151,9 @@ def test_an_unanswered_ask_reaches_pending_jobs_and_the_next_step_with_its_rule(
     )
     assert parts["Next Step"].splitlines() == [
         "- Answer the request of seq 5 (see Pending Jobs)",
-        "- Mind the user rule (seq 3): Never deploy on Fridays.",
+        "- Mind the user rule of seq 3 (Critical Context)",
     ]
+    assert "- User rule (seq 3): Never deploy on Fridays." in parts["Critical Context"]
 
 
 def test_a_literal_value_outranks_low_salience_prose() -> None:
@@ -176,7 +188,9 @@ CAP_UPDATE = [
 
 
 def test_an_updated_value_is_current_and_the_old_one_only_a_was_note() -> None:
-    text = run(CAP_FIRST + CAP_UPDATE)
+    plain = run(CAP_FIRST + CAP_UPDATE)
+    assert "cap: `$450`" in values_line(plain) and "$390" not in plain  # current values only
+    text = run(CAP_FIRST + CAP_UPDATE, show_superseded=True)
     assert "cap: `$450` (was `$390`)" in values_line(text)
     assert only_as_was(text, "$390")
     # The original request is quoted with the current value, the old one as a note.
@@ -186,11 +200,14 @@ def test_an_updated_value_is_current_and_the_old_one_only_a_was_note() -> None:
 def test_an_update_across_passes_replaces_the_value_of_the_previous_summary() -> None:
     first = run(CAP_FIRST)
     assert "cap: `$390`" in values_line(first)
-    second = run(CAP_UPDATE, previous=first)
+    plain = run(CAP_UPDATE, previous=first)
+    assert "cap: `$450`" in values_line(plain) and "$390" not in plain
+    assert "$390" not in run([user(7, "Thanks.")], previous=plain)
+    second = run(CAP_UPDATE, previous=first, show_superseded=True)
     assert "cap: `$450` (was `$390`)" in values_line(second)
     assert only_as_was(second, "$390")
     assert "User rule (seq 1): Set up the payout job. The cap is $390" not in second
-    third = run([user(7, "Thanks.")], previous=second)  # nothing new: the value stays
+    third = run([user(7, "Thanks.")], previous=second, show_superseded=True)  # nothing new
     assert "cap: `$450` (was `$390`)" in values_line(third)
     assert only_as_was(third, "$390")
 
@@ -215,9 +232,11 @@ def test_a_changed_config_key_keeps_only_its_current_value() -> None:
         user(4, "Actually, raise RETRY_CAP=60; 40 is too low."),
         assistant(5, "Raised."),
     ]
-    text = run(span)
+    text = run(span, show_superseded=True)
     assert "RETRY_CAP: `60` (was `40`)" in values_line(text)
     assert "RETRY_CAP=40" not in keyword_groups(text).get("config", "")
+    plain = run(span)
+    assert "RETRY_CAP: `60`" in values_line(plain) and "(was" not in plain
 
 
 def test_values_a_tool_printed_are_labelled_and_secrets_are_not() -> None:
@@ -318,7 +337,9 @@ def test_a_planted_value_reaches_the_states_key_values_and_updates() -> None:
     key_values = sections_of(first)["Key Values"]
     assert "region: `eu-west-1`" in key_values and "spend cap: `$390`" in key_values
     update = [user(5, "The cap is now $450."), assistant(6, "Noted.")]
-    second = run(update, budget=600, previous=first, mode="state")
+    plain = run(update, budget=600, previous=first, mode="state")
+    assert "spend cap: `$450`" in sections_of(plain)["Key Values"] and "$390" not in plain
+    second = run(update, budget=600, previous=first, mode="state", show_superseded=True)
     assert "spend cap: `$450` (was `$390`)" in sections_of(second)["Key Values"]
     assert only_as_was(second, "$390")
     assert "- User rule (seq 5): The cap is now $450." in sections_of(second)["Constraints"]
@@ -380,7 +401,8 @@ def test_corpus_spans_never_exceed_any_budget_from_64(
     half = (a + b) // 2
     previous = run(events[a:half], budget, mode=mode) if half > a else None
     text = run(events[half:b], budget, previous=previous, mode=mode)
-    assert text.startswith("## ")
+    compact = mode == "summary" and budget <= COMPACT_TOKENS  # the checklist has no headings
+    assert text.startswith("- " if compact else "## ")
 
 
 def test_output_is_deterministic_and_does_not_depend_on_hash_seeds() -> None:

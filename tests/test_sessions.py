@@ -508,7 +508,7 @@ PYTHON_SPELLINGS = re.compile(r"Store\.|read_only=|ChatClient|\w\(|\(\)")
             "%dashr",
             "%dashr needs a subcommand: status | config | sessions [DIR] [--limit N] | attach "
             "PATH [--read-only] | attach --last [--read-only] | export PATH | snapshot save "
-            "PATH | snapshot load PATH (%dashr? shows the manual)",
+            "PATH | snapshot load PATH | pin TEXT… | pins | unpin ID (%dashr? shows the manual)",
         ),
         (
             "%dashr snapshot",
@@ -570,6 +570,9 @@ def test_tab_completes_subcommands_options_and_session_files(ip: InteractiveShel
         "attach",
         "export",
         "snapshot",
+        "pin",
+        "pins",
+        "unpin",
     ]
     assert completions(ip, "%dashr s") == ["status", "sessions", "snapshot"]
     assert completions(ip, "%dashr snapshot ") == ["save", "load"]
@@ -593,6 +596,18 @@ def test_tab_completes_checkpoint_ids(ip: InteractiveShell) -> None:
     assert completions(ip, "%history_read ") == [*ids, "--seq", "--cursor"]
     assert completions(ip, "%history_read c1") == [i for i in ids if i.startswith("c1")]
     assert completions(ip, "%history_search retry --checkpoint ") == ids
+
+
+def test_tab_completes_pin_ids_and_leaves_pin_text_alone(ip: InteractiveShell) -> None:
+    d = controller(ip)
+    first, second = d.pin("Never push to main"), d.pin("Run the tests with -x")
+    assert completions(ip, "%dashr pi") == ["pin", "pins"]
+    assert completions(ip, "%dashr unpin ") == [first.id, second.id]
+    assert completions(ip, f"%dashr unpin {second.id[:-1]}") == [
+        p.id for p in (first, second) if p.id.startswith(second.id[:-1])
+    ]
+    assert not {first.id, second.id} & set(completions(ip, "%dashr pin "))
+    assert not {first.id, second.id} & set(completions(ip, f"%dashr unpin {first.id} "))
 
 
 def test_tab_completion_steps_aside_where_it_has_nothing_to_list(

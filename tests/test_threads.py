@@ -59,10 +59,10 @@ def yielding_clock() -> Callable[[], int]:
     return clock
 
 
-def make(path: Path, summarizer: Any = None) -> Dashr:
+def make(path: Path, summarizer: Any = None, config: CompactionConfig = CONFIG) -> Dashr:
     return Dashr.create(
         path,
-        config=CONFIG,
+        config=config,
         summarizer=summarizer or ScriptedSummarizer(),
         meter=TokenMeter("chars"),
         durability="flush",
@@ -328,8 +328,12 @@ def test_a_pressure_check_while_another_thread_summarizes_sends_the_request_unco
 def test_swapping_the_engine_while_a_pass_summarizes_does_not_start_a_second_pass(
     tmp_path: Path, swap: str
 ) -> None:
-    d = make(tmp_path / "s.jsonl", GatedSummarizer())
-    record_steps(d, 12, chars=600, user="go")
+    # Large enough for the full form, whose pointer message the rebuilt engine must know.
+    big = CompactionConfig(
+        context_window_tokens=100_000, recency_window_tokens=30_000, retain_tokens=3_000
+    )
+    d = make(tmp_path / "s.jsonl", GatedSummarizer(), big)
+    record_steps(d, 12, chars=12_000, user="go")
     with pass_in_background(d) as outcome:
         if swap == "config":
             d.config = d.config.with_changes(retain_tokens=250)

@@ -17,6 +17,7 @@ from .._compaction.plan import check_explicit_range
 from .._config import CompactionConfig, RecallConfig
 from .._controller import Dashr
 from .._events import Event
+from .._pins import Pin
 from .._version import __version__
 from ..errors import ConfigError, ProtocolError
 from .wire import compaction_json, event_json, measurement_json, plan_json, prune_json
@@ -285,6 +286,28 @@ def tool_call(host: Host, args: dict[str, Any]) -> dict[str, Any]:
         return {"callSeq": s.tool_call_seq(args["id"]), "resultSeq": s.tool_result_seq(args["id"])}
 
 
+def _pin_json(pin: Pin) -> dict[str, Any]:
+    return {"id": pin.id, "text": pin.text, "seq": pin.seq}
+
+
+def pin(host: Host, args: dict[str, Any]) -> dict[str, Any]:
+    d = host.controller
+    with d.session.lock:  # the pin and the pins after it, as one state
+        pinned = d.pin(args["text"])
+        return {"pin": _pin_json(pinned), "pins": [_pin_json(p) for p in d.pins()]}
+
+
+def unpin(host: Host, args: dict[str, Any]) -> dict[str, Any]:
+    d = host.controller
+    with d.session.lock:
+        removed = d.unpin(args["id"])
+        return {"pin": _pin_json(removed), "pins": [_pin_json(p) for p in d.pins()]}
+
+
+def pins(host: Host, args: dict[str, Any]) -> dict[str, Any]:
+    return {"pins": [_pin_json(p) for p in host.controller.pins()]}
+
+
 def compactions(host: Host, args: dict[str, Any]) -> dict[str, Any]:
     d = host.controller
     with d.session.lock:
@@ -314,6 +337,9 @@ OPS: Mapping[str, Op] = {
     "tool_result": tool_result,
     "tool_call": tool_call,
     "compactions": compactions,
+    "pin": pin,
+    "unpin": unpin,
+    "pins": pins,
 }
 """Operation name -> its function (the schema's ``op`` enum lists the same names)."""
 

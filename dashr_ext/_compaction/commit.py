@@ -228,8 +228,11 @@ class Pointers:
             if cp.id in self._pointed:
                 self._settled = i + 1
                 continue
-            if cp.superseded_by is not None or cp.role in ("stub", "directory"):
-                # Stubs and directories carry their own footers; the state checkpoint of
+            if cp.superseded_by is not None or cp.role in ("stub", "directory") or (
+                cp.form != "full"
+            ):
+                # Stubs and directories carry their own footers, and so does a compact
+                # checkpoint (one live statement of how to recall); the state checkpoint of
                 # the same pass gets the pointer.
                 self._pointed.add(cp.id)
                 self._settled = i + 1

@@ -15,9 +15,18 @@ from typing import Any
 
 from .. import _archive as archive_mod
 from .._events import Event, EventSpec, Replace
-from .._footers import compose_footer, frame_checkpoint, frame_stub, neutralize_summary
+from .._footers import (
+    compose_footer,
+    footer_form,
+    frame_checkpoint,
+    frame_compact,
+    frame_stub,
+    neutralize_summary,
+)
 from .._meter import MESSAGE_OVERHEAD_TOKENS
+from .._names import names_to_data
 from .._payloads import CHECKPOINT_SOURCE, SummarizerInfo, SummaryPayload, checkpoint_class
+from .._pins import Pin, pins_block
 from .._pointer import pointer_for
 from .._summarizers.base import SummaryResult
 from .plan import PassPlan
@@ -25,11 +34,13 @@ from .plan import PassPlan
 __all__ = [
     "MIN_SUMMARY_BODY",
     "Composition",
-    "checkpoint_overhead",
+    "checkpoint_body",
     "checkpoint_specs",
     "checkpoint_text",
     "compose_pass",
     "compose_region",
+    "fixed_text",
+    "layout_data",
 ]
 
 
@@ -91,6 +102,7 @@ def compose_pass(
         session_id=session_id,
         archive_reasoning=archive_reasoning,
         count_tokens=count_tokens,
+        extra=None if plan.layout is None else layout_data(plan.layout),
     )
 
 
@@ -169,21 +181,19 @@ MIN_SUMMARY_BODY = 64
 """The smallest summary-text budget a pass asks for, whatever its overhead."""
 
 
-def checkpoint_overhead(
+def fixed_text(
+    form: str,
     seqs: Sequence[int],
     tokens: int,
     *,
     next_seq: int,
-    count_tokens: Callable[[str], int],
     checkpoint_class: str | None = None,
-    pointer: bool = True,
-) -> int:
-    """Tokens a checkpoint shadowing ``seqs`` adds besides its summary text (SPEC §7.2).
+) -> tuple[str, int]:
+    """The widest code-composed text a ``form`` checkpoint over ``seqs`` can get, and how
+    many messages it takes (the pointer is a second message of the full form).
 
-    Its framing, footer and the widest archive marker it can get (every bucket, counts as
-    wide as the span), and the pointer message when ``pointer``: an upper bound computed
-    before the pass, so the summary's budget is the checkpoint budget minus this.
-    ``next_seq`` (the log length) bounds the width of the checkpoint id.
+    Sized before the pass: the id is as wide as the log can make it, and the archive marker
+    names every bucket with counts as wide as the span.
     """
     width = len(str(next_seq + 2 * len(seqs) + 16))
     checkpoint = "c" + "9" * width
@@ -201,10 +211,30 @@ def checkpoint_overhead(
     }
     if checkpoint_class is not None:
         data["checkpointClass"] = checkpoint_class
-    total = count_tokens(checkpoint_text(data)) + MESSAGE_OVERHEAD_TOKENS
-    if pointer:
-        total += count_tokens(pointer_for(checkpoint, len(seqs), tokens)) + MESSAGE_OVERHEAD_TOKENS
-    return total
+    if form != "full":
+        data["footer"] = form
+    text = checkpoint_text(data)
+    if form == "full":
+        return f"{text}\n{pointer_for(checkpoint, len(seqs), tokens)}", 2
+    return text, 1
+
+
+def layout_data(layout: Any) -> dict[str, Any]:
+    """The ``compaction/summary`` keys that make the checkpoint text of a :class:`~.layout.Layout`.
+
+    Written only when they differ from an old log's defaults (a full form without pins
+    or names writes nothing), so logs of earlier versions compose as they did.
+    """
+    data: dict[str, Any] = {}
+    if layout.form != "full":
+        data["footer"] = layout.form
+    if layout.pins:
+        data["pins"] = [{"pin": p.id, "text": p.text} for p in layout.pins]
+    if layout.names:
+        data["names"] = names_to_data(layout.names)
+    if layout.names_block:
+        data["namesBlock"] = layout.names_block
+    return data
 
 
 def checkpoint_text(data: SummaryPayload) -> str:
@@ -218,7 +248,34 @@ def checkpoint_text(data: SummaryPayload) -> str:
         return frame_stub(data["summary"], compose_footer(data))
     if role == "directory":
         return f"{data['summary']}\n\n{compose_footer(data)}"
-    return frame_checkpoint(data["summary"], compose_footer(data))
+    body = checkpoint_body(data)
+    form = footer_form(data)
+    if form == "full":
+        return frame_checkpoint(body, compose_footer(data))
+    return frame_compact(body, compose_footer(data), tags=form == "compact")
+
+
+def checkpoint_body(data: Mapping[str, Any]) -> str:
+    """What a checkpoint's tags enclose: its pinned statements first (verbatim), the
+    summary, then the names block; each part only when it says something.
+
+    Composed from the ``compaction/summary`` payload alone (``pins``, ``summary``,
+    ``namesBlock``), so a replay composes the same bytes.
+    """
+    pins = data.get("pins")
+    pinned = ""
+    if isinstance(pins, list):
+        pinned = pins_block(
+            [
+                Pin(str(p["pin"]), p["text"], 0)
+                for p in pins
+                if isinstance(p, Mapping) and isinstance(p.get("text"), str) and "pin" in p
+            ]
+        )
+    names = data.get("namesBlock")
+    summary = str(data.get("summary", ""))
+    parts = (pinned, summary, names if isinstance(names, str) else "")
+    return "\n\n".join(part for part in parts if part)
 
 
 def checkpoint_specs(

@@ -45,7 +45,8 @@ from ..errors import (
     SurfaceError,
 )
 from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
-from .compose import MIN_SUMMARY_BODY, checkpoint_overhead, compose_pass
+from .compose import MIN_SUMMARY_BODY, compose_pass
+from .layout import Declined, Layout, layout_for
 from .plan import PassPlan, check_explicit_range, plan_pass
 from .prune import PruneItem, PruneResult
 from .pruning import Pruner
@@ -155,6 +156,8 @@ class CompactionEngine:
         ``committing``, ``done``. For progress displays; an exception it raises is ignored."""
         self.last_prune: PruneResult | None = None
         """The prune pass the latest trigger ran (pressure, manual, overflow or prune())."""
+        self.last_decline: str | None = None
+        """Why the latest plan made no checkpoint although history was compactable."""
 
     # ------------------------------------------------------------------ measuring
 
@@ -281,14 +284,22 @@ class CompactionEngine:
             if span is None:
                 return None
             budget = max_summary_tokens or self.config.summary_budget
+            layout = self._summary_room(span, measurement, budget)
+            if isinstance(layout, Declined):
+                self.last_decline = layout.reason
+                if trigger == "pressure":
+                    return None
+                raise CompactionError(f"compaction declined: {layout.reason}")
             return plan_pass(
                 self.session,
                 measurement,
                 [span],
                 trigger=trigger,
                 engine=self.name,
-                max_summary_tokens=self._summary_room(span, measurement, budget),
+                max_summary_tokens=layout.summary_tokens,
                 count_tokens=self.meter.count_text,
+                show_superseded=self.config.show_superseded,
+                layout=layout,
             )
 
     def _pass_extra_tokens(self) -> int:
@@ -304,34 +315,33 @@ class CompactionEngine:
         checkpoint_class: str | None = None,
         *,
         fit_room: bool = True,
-    ) -> int:
-        """What is left of ``budget`` for the summary text of a checkpoint over ``span``.
+    ) -> Layout | Declined:
+        """How ``budget`` splits for a checkpoint over ``span`` (:func:`~.layout.plan_layout`).
 
         One budget bounds all a pass adds to the request (SPEC §7.2): the framing, footer,
-        archive marker and pointer are subtracted first. ``fit_room=False`` skips the room
-        rule (a recallable pass replaces several regions, not just ``span``).
+        archive marker, pointer, pins and names come out of it first. ``fit_room=False``
+        skips the room rule (a recallable pass replaces several regions, not just ``span``).
         """
         a, b = span
-        seqs = self.session.surface[a : b + 1]
         tokens = sum(t for _seq, t in measurement.nodes[a : b + 1])
-        overhead = checkpoint_overhead(
-            seqs,
-            tokens,
-            next_seq=len(self.session),
-            count_tokens=self.meter.count_text,
-            checkpoint_class=checkpoint_class,
-            pointer=self._pointers is not None,
-        )
         # What the pass keeps (envelope and retained tail) stays: the checkpoint gets at most
         # the room left under the trigger, so the request after the pass fits — unless even
-        # the smallest checkpoint cannot, and then the summary keeps its whole budget.
-        # The recall tools' schemas join the envelope with the first checkpoint: they take
-        # room, not budget.
+        # the smallest checkpoint cannot, and then it keeps its whole budget. The recall
+        # tools' schemas join the envelope with the first checkpoint: room, not budget.
         kept = measurement.total - tokens + self._pass_extra_tokens()
         room = self.config.trigger_tokens - kept - 1
-        if fit_room and room >= overhead + MIN_SUMMARY_BODY:
+        if fit_room and room >= MIN_SUMMARY_BODY:
             budget = min(budget, room)
-        return max(MIN_SUMMARY_BODY, budget - overhead)
+        return layout_for(
+            self.session,
+            span,
+            tokens,
+            budget,
+            count_tokens=self.meter.count_text,
+            pointer=self._pointers is not None,
+            checkpoint_class=checkpoint_class,
+            whole_budget=not fit_room,
+        )
 
     # ------------------------------------------------------------------ triggers
 

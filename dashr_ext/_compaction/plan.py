@@ -74,6 +74,9 @@ class PassPlan:
     regions: tuple[Region, ...]
     requests: tuple[SummaryRequest, ...]
     """One summary request per region, in region order."""
+    layout: Any = None
+    """The :class:`~.layout.Layout` of a one-region pass's checkpoint (framing form, pins,
+    names), or None (the recallable engine lays its checkpoints out itself)."""
 
     @property
     def shadowed_tokens(self) -> int:
@@ -89,6 +92,8 @@ def plan_pass(
     engine: str,
     max_summary_tokens: int,
     count_tokens: Callable[[str], int],
+    show_superseded: bool = False,
+    layout: Any = None,
 ) -> PassPlan:
     """The plan of a pass compacting surface positions ``spans`` (each inclusive)."""
     tokens_by_seq = dict(measurement.nodes)
@@ -107,9 +112,11 @@ def plan_pass(
                 prefix_messages=prefix_messages(view, a, b),
                 count_tokens=count_tokens,
                 tools=view.tools,
+                show_superseded=show_superseded,
+                carried="" if layout is None else layout.carried,
             )
         )
-    return PassPlan(trigger, engine, measurement, tuple(regions), tuple(requests))
+    return PassPlan(trigger, engine, measurement, tuple(regions), tuple(requests), layout)
 
 
 def previous_summary(view: PlanView, span: Sequence[Event]) -> str | None:

@@ -37,7 +37,7 @@ from .._summarizers.base import SummaryRequest, SummaryResult
 from ..errors import CompactionError, SurfaceError
 from .chunking import chunk_region
 from .commit import ArchiveUndo, commit_pass, restore_archive
-from .compose import Composition, compose_region
+from .compose import MIN_SUMMARY_BODY, Composition, compose_region, layout_data
 from .engine import (
     CompactionEngine,
     CompactionResult,
@@ -46,6 +46,7 @@ from .engine import (
     _Started,
     _warn_uncompacted,
 )
+from .layout import Declined
 from .plan import PassPlan, Region, prefix_messages
 from .rollup import entries_from_data, plan_rollup
 from .selection import allowed_cuts, has_new_content, head_cut_for_retain
@@ -260,21 +261,26 @@ class RecallableEngine(CompactionEngine):
         classes.append("state")
         request_of.append(len(requests))
         code_text.append(None)
+        laid = self._summary_room(
+            (regions[-1].first, regions[-1].last),
+            measurement,
+            cfg.state_budget,
+            "state",
+            fit_room=False,
+        )
+        # Pins too large for the state: it is written as before, without them.
+        layout = None if isinstance(laid, Declined) else laid
         requests.append(
             SummaryRequest(
                 span=stale,
                 previous_summary=base,
-                max_summary_tokens=self._summary_room(
-                    (regions[-1].first, regions[-1].last),
-                    measurement,
-                    cfg.state_budget,
-                    "state",
-                    fit_room=False,
-                ),
+                max_summary_tokens=MIN_SUMMARY_BODY if layout is None else layout.summary_tokens,
+                carried="" if layout is None else layout.carried,
                 prefix_messages=prefix_messages(s, 0, last),
                 count_tokens=self.meter.count_text,
                 tools=s.tools,
                 mode="state",
+                show_superseded=cfg.show_superseded,
             )
         )
         return RecallablePlan(
@@ -283,6 +289,7 @@ class RecallableEngine(CompactionEngine):
             measurement,
             tuple(regions),
             tuple(requests),
+            layout,
             classes=tuple(classes),
             request_of=tuple(request_of),
             code_text=tuple(code_text),
@@ -444,6 +451,8 @@ class RecallableEngine(CompactionEngine):
             # What the state was written from (the whole stale region), beyond what it
             # replaces (the trailing slice, its shadowedRange).
             extra["inputRange"] = {"start": min(read), "end": max(read)}
+        if plan.classes[i] == "state" and plan.layout is not None:
+            extra.update(layout_data(plan.layout))
         return extra or None
 
     # ------------------------------------------------------------------ rollup

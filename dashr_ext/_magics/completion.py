@@ -1,4 +1,4 @@
-"""Tab completion for the magics: subcommands, options, checkpoint ids and session files.
+"""Tab completion for the magics: subcommands, options, checkpoint and pin ids, session files.
 
 One matcher (IPython's completer API v2, in ``shell.Completer.custom_matchers``) serves
 every magic of the extension; loading adds it, unloading removes it. Where it has nothing
@@ -88,8 +88,10 @@ def _dashr(host: Host, before: Sequence[str], token: str) -> list[str] | None:
             return _starting(token, ("save", "load"))
         key = f"snapshot {rest.pop(0)}"
     sub = SUBCOMMANDS.get(key)
-    if sub is None or (rest and rest[-1] in _TAKES_VALUE):
-        return None
+    if sub is None or sub.rest or (rest and rest[-1] in _TAKES_VALUE):
+        return None  # `pin TEXT…`: free text
+    if key == "unpin":
+        return None if rest else _starting(token, _pin_ids(host)) or None
     options = _unused(sub.options, rest)
     if token.startswith("-"):
         return _starting(token, options) or None
@@ -109,6 +111,13 @@ def _unused(options: Iterable[str], words: Sequence[str]) -> list[str]:
 def _checkpoint_ids(host: Host) -> list[str]:
     try:
         return [cp.id for cp in host.controller.checkpoints()]
+    except (DashrError, UsageError):  # no session attached
+        return []
+
+
+def _pin_ids(host: Host) -> list[str]:
+    try:
+        return [pin.id for pin in host.controller.pins()]
     except (DashrError, UsageError):  # no session attached
         return []
 

@@ -56,7 +56,7 @@ from .options import (
 from .progress import CellProgress
 from .search_all import search_sessions
 from .settings import Staging, own_summarizer_field, show_settings
-from .subcommands import COMMANDS, USAGE
+from .subcommands import COMMANDS, USAGE, documented, rest_of_line
 from .subcommands import run as run_subcommand
 
 __all__ = ["Dashr"]
@@ -105,8 +105,8 @@ class Dashr(Magics):
     max_summary_tokens = Integer(
         COMPACTION_DEFAULTS.max_summary_tokens,
         allow_none=True,
-        help="Upper bound on everything a pass adds to the request (checkpoint framing, summary, "
-        "footers, marker, pointer), in tokens (>= 128; None: 15% of the trigger, 256-8192).",
+        help="Upper bound on everything a pass adds to the request (framing, pins, names, summary, "
+        "footers, marker, pointer), in tokens (>= 64; None: 15% of the trigger, 256-8192).",
     ).tag(config=True)
     compaction_retries = Integer(
         COMPACTION_DEFAULTS.compaction_retries,
@@ -146,6 +146,12 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.oversize_ratio,
         help="A message above this share of the trigger is pruned wherever it is, the "
         "newest included; no unit of the retained tail stays larger; in (0, 1).",
+    ).tag(config=True)
+
+    show_superseded = Bool(
+        COMPACTION_DEFAULTS.show_superseded,
+        help="Show a superseded value as (was …) after its current one in a checkpoint "
+        "summary (default: only current values).",
     ).tag(config=True)
 
     chunk_tokens = Integer(
@@ -426,32 +432,11 @@ class Dashr(Magics):
     @magic_arguments()
     @argument("command", nargs="?", choices=COMMANDS, metavar="COMMAND", help=USAGE)
     @argument("args", nargs=REMAINDER, metavar="ARG", help="the subcommand's arguments")
+    @documented  # the manual: subcommands.MANUAL
     def dashr(self, line: str) -> Any:
-        """Inspect and manage this kernel's dashr session.
-
-        Subcommands:
-
-          status               session, request tokens against the trigger, checkpoints, archive
-          config               the effective configuration (change it with %config Dashr.NAME = …)
-          sessions [DIR]       the recent session files (newest first: time, events, checkpoints,
-                               first user message); --limit N lists N (default 10)
-          attach PATH          switch to another session file (e.g. after a kernel restart);
-                               the session, surface and archive are rebuilt from its log;
-                               --last: the newest other session with anything recorded;
-                               --read-only: no lock, nothing recorded (a file another kernel
-                               is writing)
-          export PATH          copy the session's JSONL log to PATH (a new file)
-          snapshot save PATH   save the user namespace with dill; unpicklable names are skipped
-          snapshot load PATH   load a snapshot: this runs code from the file, so only load
-                               files you saved yourself
-
-        Examples::
-
-          %dashr status
-          %dashr sessions
-          %dashr attach --last
-          %dashr attach --read-only ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
-        """
+        raw = rest_of_line(line)  # `pin TEXT…`: the text as typed, not split into words
+        if raw is not None:
+            return run_subcommand(self, *raw)
         args = parse(self.dashr, line)
         return run_subcommand(self, args.command, [unquote(a) for a in args.args])
 

@@ -14,13 +14,14 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from .._controller import Dashr as DashrController
 from .._display import Report, status_report
+from .._pins import pin_room, pins_tokens
 from ..errors import SessionLockedError
 from .arguments import one_line_errors
 from .attachment import NAMESPACE_NAMES, locked_error, sessions_dir
@@ -28,7 +29,17 @@ from .options import COMPACTION_TRAITS, OPTION_GROUPS, RECALL_TRAITS
 from .sessions import last_session, session_table
 from .snapshot import SNAPSHOT_WARNING, load_snapshot, refuse_symlink, save_snapshot
 
-__all__ = ["COMMANDS", "SUBCOMMANDS", "USAGE", "Host", "Subcommand", "run"]
+__all__ = [
+    "COMMANDS",
+    "MANUAL",
+    "SUBCOMMANDS",
+    "USAGE",
+    "Host",
+    "Subcommand",
+    "documented",
+    "rest_of_line",
+    "run",
+]
 
 SESSIONS_LIMIT = 10
 """How many files ``%dashr sessions`` lists unless ``--limit`` says otherwise."""
@@ -189,6 +200,46 @@ def snapshot_load(host: Host, args: argparse.Namespace) -> Report:
     )
 
 
+def pin(host: Host, args: argparse.Namespace) -> Report:
+    c = host.controller
+    pinned = c.pin(args.text)
+    return Report.of(
+        f"pinned {pinned.id}",
+        [("text", pinned.text), ("pins", len(c.pins()))],
+        (f"every checkpoint from now on carries it verbatim; %dashr unpin {pinned.id} drops it",),
+        kind="pins",
+    )
+
+
+def pins(host: Host, args: argparse.Namespace) -> Report:
+    c = host.controller
+    current = c.pins()
+    if not current:
+        return Report.of("no pins; %dashr pin TEXT pins a statement", kind="pins")
+    budget = c.config.summary_budget
+    tokens = pins_tokens(current, c.meter.count_text)
+    return Report.of(
+        f"{len(current)} pin{'' if len(current) == 1 else 's'}, carried first by every checkpoint",
+        [(p.id, p.text) for p in current],
+        (
+            f"~{tokens} tokens of the {pin_room(budget)} the checkpoint budget "
+            f"({budget} tokens) leaves for pins; %dashr unpin ID drops one",
+        ),
+        kind="pins",
+    )
+
+
+def unpin(host: Host, args: argparse.Namespace) -> Report:
+    c = host.controller
+    removed = c.unpin(args.id)
+    return Report.of(
+        f"unpinned {removed.id}",
+        [("text", removed.text), ("pins left", len(c.pins()))],
+        ("later checkpoints leave it out",),
+        kind="pins",
+    )
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -205,6 +256,8 @@ class Subcommand:
     """Whether that positional may be left out."""
     options: Mapping[str, type] = field(default_factory=dict)
     """Its options: ``bool`` a flag, ``int`` one integer value."""
+    rest: bool = False
+    """Whether its positional is the rest of the line as typed (``pin TEXT…``), not split."""
 
     @property
     def usage(self) -> str:
@@ -251,6 +304,9 @@ SUBCOMMANDS: Mapping[str, Subcommand] = {
     "export": Subcommand(export, ("export PATH",), "PATH"),
     "snapshot save": Subcommand(snapshot_save, ("snapshot save PATH",), "PATH"),
     "snapshot load": Subcommand(snapshot_load, ("snapshot load PATH",), "PATH"),
+    "pin": Subcommand(pin, ("pin TEXT…",), "TEXT", rest=True),
+    "pins": Subcommand(pins, ("pins",)),
+    "unpin": Subcommand(unpin, ("unpin ID",), "ID"),
 }
 """``%dashr`` subcommand (``snapshot`` takes a second word) -> its :class:`Subcommand`."""
 
@@ -261,8 +317,70 @@ USAGE = " | ".join(form for sub in SUBCOMMANDS.values() for form in sub.forms)
 """Every form, for the usage line."""
 
 
+MANUAL = """Inspect and manage this kernel's dashr session.
+
+Subcommands:
+
+  status               session, request tokens against the trigger, checkpoints, archive
+  config               the effective configuration (change it with %config Dashr.NAME = …)
+  sessions [DIR]       the recent session files (newest first: time, events, checkpoints,
+                       first user message); --limit N lists N (default 10)
+  attach PATH          switch to another session file (e.g. after a kernel restart);
+                       the session, surface and archive are rebuilt from its log;
+                       --last: the newest other session with anything recorded;
+                       --read-only: no lock, nothing recorded (a file another kernel
+                       is writing)
+  export PATH          copy the session's JSONL log to PATH (a new file)
+  snapshot save PATH   save the user namespace with dill; unpicklable names are skipped
+  snapshot load PATH   load a snapshot: this runs code from the file, so only load
+                       files you saved yourself
+  pin TEXT…            pin a statement: every checkpoint from now on carries it verbatim,
+                       first; the rest of the line is the text (quotes around all of it
+                       are dropped); refused when the pins would not fit the checkpoint
+                       budget (max_summary_tokens)
+  pins                 the current pins (id and text) and the tokens they take
+  unpin ID             unpin one (an id %dashr pins lists)
+
+Pins are recorded in the log: %dashr attach PATH after a restart brings them back.
+
+Examples::
+
+  %dashr status
+  %dashr sessions
+  %dashr attach --last
+  %dashr attach --read-only ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
+  %dashr pin Never push to main: open a pull request
+  %dashr unpin pin12
+"""
+"""The ``%dashr`` magic's manual (``%dashr?`` shows it, with the usage line first)."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def documented(magic: _F) -> _F:
+    """The ``%dashr`` magic with :data:`MANUAL` as its docstring (decorate before IPython's
+    ``magic_arguments`` reads it)."""
+    magic.__doc__ = MANUAL
+    return magic
+
+
+def rest_of_line(line: str) -> tuple[str, list[str]] | None:
+    """``(command, [text])`` when ``line`` is a subcommand that takes the rest of the line
+    as it stands (``pin TEXT…``: no splitting, so quotes and dashes in it are kept; quotes
+    around the whole of it are dropped); None for every other line."""
+    parts = line.split(None, 1)
+    sub = SUBCOMMANDS.get(parts[0]) if parts else None
+    if sub is None or not sub.rest:
+        return None
+    text = parts[1].strip() if len(parts) > 1 else ""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" and text[0] not in text[1:-1]:
+        text = text[1:-1]
+    return parts[0], [text]
+
+
 def run(host: Host, command: str | None, words: list[str]) -> Any:
-    """``%dashr COMMAND WORD…``: parse the words for that subcommand and run it."""
+    """``%dashr COMMAND WORD…``: parse the words for that subcommand and run it (for one
+    taking the rest of the line, ``words`` is that text: see :func:`rest_of_line`)."""
     if command is None:
         raise UsageError(f"%dashr needs a subcommand: {USAGE} (%dashr? shows the manual)")
     key = command
@@ -274,6 +392,11 @@ def run(host: Host, command: str | None, words: list[str]) -> Any:
             )
         key = f"snapshot {words.pop(0)}"
     sub = SUBCOMMANDS[key]
-    args = sub.parse(key, words)
+    if sub.rest:
+        if not words or not words[0].strip():
+            _usage_error(key, f"give the {sub.positional} to {key}")
+        args = argparse.Namespace(**{str(sub.positional).lower(): words[0]})
+    else:
+        args = sub.parse(key, words)
     with one_line_errors():
         return sub.handler(host, args)

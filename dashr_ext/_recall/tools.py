@@ -1,9 +1,11 @@
 """The recall tools for function calling: schemas and checking a model's arguments (SPEC 8).
 
-The schemas are static text plus the configured budgets. :func:`tool_arguments` turns a
-model's tool call into keyword arguments or raises :class:`RecallError` with a message meant
-to be sent back to the model as the tool's (error) result. A JSON arguments string must be
-strict JSON (no ``NaN`` or ``Infinity``) nested at most ``MAX_JSON_DEPTH`` (64) levels deep
+The schemas are sent with every request once something is recallable, so they are kept
+short: at most 250 tokens together by the meter's envelope count
+(``tests/test_tool_schemas.py``). :func:`tool_arguments` turns a model's tool call into
+keyword arguments or raises :class:`RecallError` with a message meant to be sent back to the
+model as the tool's (error) result. A JSON arguments string must be strict JSON (no ``NaN``
+or ``Infinity``) nested at most ``MAX_JSON_DEPTH`` (64) levels deep
 (:func:`~dashr_ext._jsontext.loads_json`, which never recurses into a ``RecursionError``).
 """
 
@@ -16,7 +18,6 @@ from .._config import RecallConfig
 from .._jsontext import loads_json
 from .._payloads import RECALL_TOOL_NAMES
 from ..errors import RecallError
-from .render import END_OF_RANGE
 
 __all__ = ["ACCEPTED_ARGUMENTS", "TOOL_NAMES", "tool_arguments", "tool_schemas"]
 
@@ -80,30 +81,23 @@ def _arguments(name: str, arguments: object) -> dict[str, Any]:
     return value
 
 
-_RECOVER = (
-    "This is the supported way to recover history that compaction condensed into a "
-    "checkpoint summary; do not read or decompress the session file."
-)
-
-
 def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
-    """The OpenAI function-calling entries of the recall tools (static text plus budgets)."""
-    checkpoint_param = {
-        "type": "string",
-        "description": "A checkpoint id such as c42, as named in checkpoint footers, the "
-        "compaction pointer or history_outline.",
-    }
+    """The OpenAI function-calling entries of the recall tools.
+
+    Static text except ``limit``'s ``maximum`` (``config.search_max_hits``), so they stay
+    byte-identical (and cacheable) across passes. Each description says when to use the
+    tool; the results explain their own format, paging and budgets. Plain ASCII, so the
+    count does not depend on how a client escapes JSON.
+    """
     return [
         {
             "type": "function",
             "function": {
                 "name": "history_outline",
                 "description": (
-                    "List this session's history: every compaction checkpoint (id such as "
-                    "c42, the seqs and ~tokens it replaced, whether a later checkpoint "
-                    "superseded it, a one-line preview) and the turns with their seq ranges. "
-                    f"{_RECOVER} Output is at most about {config.outline_max_chars} "
-                    "characters: checkpoints are always listed in full, turns may be elided."
+                    "See what compaction condensed and which checkpoints exist (id like c42, "
+                    "seqs, ~tokens, superseded) plus turns. Recover history with these tools, "
+                    "not the session file."
                 ),
                 "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
             },
@@ -113,33 +107,16 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
             "function": {
                 "name": "history_read",
                 "description": (
-                    "Read the original transcript (User/Assistant/tool calls/Tool result, each "
-                    "with its event seq) that compaction replaced. Give exactly one argument: "
-                    "checkpoint reads the exact span that checkpoint replaced (superseded "
-                    "checkpoints included), seq reads the log forward from that event, cursor "
-                    f"continues a previous page. {_RECOVER} Pages hold at most "
-                    f"{config.read_max_chars} characters and {config.read_max_events} events; "
-                    "a page ends with 'cursor: <token>' when more follows, else "
-                    f"'{END_OF_RANGE}'."
+                    "Read exact originals: give exactly one of checkpoint (the span it "
+                    "replaced), seq (forward from that event) or cursor (next page, from a "
+                    "page's 'cursor:' line)."
                 ),
                 "parameters": {
                     "type": "object",
                     "properties": {
-                        "checkpoint": {
-                            **checkpoint_param,
-                            "description": "Read the span this checkpoint replaced, e.g. c42.",
-                        },
-                        "seq": {
-                            "type": "integer",
-                            "minimum": 0,
-                            "description": "Read this session's log forward from this event seq.",
-                        },
-                        "cursor": {
-                            "type": "string",
-                            "description": "The token after 'cursor:' on the last line of a "
-                            f"previous page (pages are at most {config.read_max_chars} "
-                            f"characters / {config.read_max_events} events).",
-                        },
+                        "checkpoint": {"type": "string"},
+                        "seq": {"type": "integer", "minimum": 0},
+                        "cursor": {"type": "string"},
                     },
                     "additionalProperties": False,
                 },
@@ -150,31 +127,17 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
             "function": {
                 "name": "history_search",
                 "description": (
-                    "Find a phrase in this session's full history: every span replaced by a "
-                    "checkpoint and the visible conversation. Case-insensitive literal phrase "
-                    "match (words may span whitespace; no regex, fuzzy or semantic matching). "
-                    "Returns numbered hits with seq, shadowed/visible, owning checkpoint, time "
-                    "and a snippet, then 'scanned N, matched M, truncated true|false'; read "
-                    f"around a hit with history_read. {_RECOVER}"
+                    "Find a literal phrase (case-insensitive) in all history, condensed included."
                 ),
                 "parameters": {
                     "type": "object",
                     "properties": {
-                        "query": {
-                            "type": "string",
-                            "description": "The exact phrase to find (case-insensitive).",
-                        },
-                        "checkpoint": {
-                            **checkpoint_param,
-                            "description": "Search only the span this checkpoint replaced.",
-                        },
+                        "query": {"type": "string"},
+                        "checkpoint": {"type": "string", "description": "only its span"},
                         "limit": {
                             "type": "integer",
                             "minimum": 1,
                             "maximum": config.search_max_hits,
-                            "description": "Most hits to show (1-"
-                            f"{config.search_max_hits}, default {config.search_max_hits}); the "
-                            f"result is at most {config.read_max_chars} characters.",
                         },
                     },
                     "required": ["query"],

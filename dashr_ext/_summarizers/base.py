@@ -71,6 +71,12 @@ class SummaryRequest:
     stub indexes what is distinctive to its span."""
     recent_stubs: Sequence[str] = ()
     """``stub`` mode: the raw text of the one or two latest committed stubs (continuity)."""
+    show_superseded: bool = False
+    """Show a superseded value as ``(was …)`` after its current one
+    (``CompactionConfig.show_superseded``); by default only current values are shown."""
+    carried: str = ""
+    """Code-composed text the checkpoint carries besides the summary (the pinned statements
+    and the names block), so a summarizer need not repeat what it says."""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,20 @@ def _stem(word: str) -> str:
     return word[:6]
 
 
+def _modifiers(key: tuple[str, ...]) -> set[str]:
+    """The words before a label's head ("marketing" of "marketing budget"; none of "cap for
+    the new jobs": what follows the head says what it applies to, not which one it is)."""
+    head = _head(key)
+    words_before = key[: key.index(head)] if head in key else ()
+    return {w for w in words_before if w not in _PREPOSITIONS and w not in ("the", "a", "an")}
+
+
+def _qualified_apart(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Two labels whose head is qualified differently ("marketing budget", "hardware budget")."""
+    qa, qb = _modifiers(a), _modifiers(b)
+    return bool(qa and qb and not qa & qb)
+
+
 def _is_config(label: str) -> bool:
     return bool(re.search(r"[._]|^[A-Z0-9-]+$", label.strip("-")))
 
@@ -171,7 +185,9 @@ class Facts:
             if _is_config(fact.label):
                 continue
             short, long_ = sorted((key, fact.key), key=len)
-            if long_[-len(short) :] == short or _stem(_head(key)) == _stem(_head(fact.key)):
+            if long_[-len(short) :] == short:
+                return fact
+            if _stem(_head(key)) == _stem(_head(fact.key)) and not _qualified_apart(key, fact.key):
                 return fact
         return None
 
@@ -190,11 +206,19 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`)."""
         for i, (label, value, was, cue) in enumerate(statements(text, source)):
-            if cue and self._find(_key(label), label, True) is None:
-                label = self._named(text, value) or label
+            known = self._find(_key(label), label, True) is not None
+            if cue and not known:
+                named = self._named(text, value, _key(label))
+                label, known = named or label, named is not None
+            if (
+                source == 2
+                and not (known and (cue or _is_config(label)))
+                and not (_is_config(label) and "=" in text)
+            ):
+                continue  # the assistant's prose updates a value; it states new ones as facts
             self.state(label, value, order + i * 1e-4, source, cue, was)
 
-    def _named(self, text: str, value: str) -> str | None:
+    def _named(self, text: str, value: str, key: tuple[str, ...] = ()) -> str | None:
         """The label of a value of the same type that an update names by its key word ("we
         move the deployment to eu-central-1; plan against that region" updates ``region``)."""
         kind = _type_of(value)
@@ -203,12 +227,15 @@ class Facts:
         said = {w.lower() for w in re.findall(r"[A-Za-z]\w+", text)}
         for fact in reversed(self.facts):
             if fact.key[-1] in said and _type_of(fact.value) == kind:
+                if key and _qualified_apart(key, fact.key):
+                    continue  # "the hardware budget" is not "the marketing budget"
                 return fact.label
         return None
 
-    def add_to(self, items: Items, limits: dict[int, int]) -> None:
+    def add_to(self, items: Items, limits: dict[int, int], show_superseded: bool = False) -> None:
         """Add the labelled values as items: at most ``limits[source]`` of each source (the
-        newest), shown the user's first, each source in statement order."""
+        newest), shown the user's first, each source in statement order; with
+        ``show_superseded`` each with its earlier values as ``(was …)``."""
         chosen: list[Fact] = []
         counts: dict[int, int] = {}
         for fact in sorted(self.facts, key=lambda f: -f.order):
@@ -219,15 +246,16 @@ class Facts:
         for fact in sorted(chosen, key=lambda f: (_SHOWN_FIRST.get(f.source, 9), f.order)):
             priority = _VALUE_PRIORITY.get(fact.source, 46.0) + (4.0 if fact.was else 0.0)
             priority += newest[id(fact)] * 0.01  # the later of equals outlives the earlier
-            items.value(fact.label, render_fact(fact), priority, carried=fact.source == 0)
+            text = render_fact(fact, show_superseded)
+            items.value(fact.label, text, priority, carried=fact.source == 0, value=fact.value)
 
-    def resolve(self, items: Items) -> set[str]:
+    def resolve(self, items: Items, show_superseded: bool = False) -> set[str]:
         """Rewrite or drop bullets that quote a replaced value as current; the stale values.
 
         A bullet of the user's rules, decisions, pending jobs or next step that said nothing
-        but the old value is dropped; any other bullet gets ``new (was old)`` in place of
-        the old value (outside inline code, in sentences that name the label and do not
-        already hold the new value).
+        but the old value is dropped; any other bullet gets the new value in place of the
+        old one (``new (was old)`` with ``show_superseded``), outside inline code, in
+        sentences that name the label and do not already hold the new value.
         """
         stale = self.stale()
         if not stale:
@@ -240,7 +268,7 @@ class Facts:
             if item.section in (CRITICAL, PENDING, NEXT) and _only_stale(item.text, stale):
                 items.remove(item)
                 continue
-            _rewrite_item(item, stale)
+            _rewrite_item(item, stale, show_superseded)
         return set(stale)
 
 
@@ -249,10 +277,11 @@ def _type_of(value: str) -> str | None:
     return found[0].type if len(found) == 1 and found[0].value == value else None
 
 
-def render_fact(fact: Fact) -> str:
-    """``label: `value``` with up to two earlier values as ``(was `a`, `b`)``."""
+def render_fact(fact: Fact, show_superseded: bool = True) -> str:
+    """``label: `value```, with ``show_superseded`` and up to two earlier values as
+    ``(was `a`, `b`)``."""
     text = f"{fact.label}: {code(fact.value)}"
-    if fact.was:
+    if fact.was and show_superseded:
         text += " (was " + ", ".join(code(w) for w in fact.was[-2:]) + ")"
     return text
 
@@ -288,11 +317,11 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
 
     Config literals (``key = value``) count from anyone; a sentence that names a thing and
     then a value ("the cap is $390", "region: eu-west-1") counts from the user (``source``
-    1) and from a previous summary (0). "(was …)" notes are not statements.
+    1), the assistant's prose (2) and a previous summary (0). "(was …)" notes are not statements.
     """
     text = re.sub(rf"\s\(was {_CODE}(?:, {_CODE})*\)|\s\(was [^()\n]{{1,80}}\)", "", text)
     out: list[tuple[str, str, tuple[str, ...], bool]] = []
-    prose = source in (0, 1)
+    prose = source in (0, 1, 2)
     text = bounded(text)
     for sentence in sentences(text, min_chars=4) if prose else [text]:
         cue = bool(_UPDATE_CUE.search(sentence))
@@ -396,12 +425,16 @@ def _fold_negations(
     return out
 
 
+_LEAD_LABEL = re.compile(r"^.*:\s+(?=[^:]*[A-Za-z][^:]*$)")
+"""A statement's own label before what it labels ("NOTE: " of "NOTE: the host is")."""
+
+
 def _label_before(prefix: str) -> tuple[str, bool] | None:
     """The label the text before a value ends with, and whether it was negated."""
     cut = 0
     for m in _CLAUSE.finditer(prefix):
         cut = m.end()
-    clause = prefix[cut:]
+    clause = _LEAD_LABEL.sub("", prefix[cut:])  # "CONFIG: the host is": the host's
     if _FROM.search(clause):
         clause = _FROM.sub("", clause).rstrip() + " to "
     match = _LINK.search(clause)
@@ -452,24 +485,25 @@ def _mentions_only(sentence: str, stale: dict[str, Fact]) -> bool:
     )
 
 
-def _rewrite_item(item: Item, stale: dict[str, Fact]) -> None:
-    item.text = rewrite(item.text, stale)
-    item.variants = tuple(rewrite(v, stale) for v in item.variants)
+def _rewrite_item(item: Item, stale: dict[str, Fact], show: bool) -> None:
+    item.text = rewrite(item.text, stale, show)
+    item.variants = tuple(rewrite(v, stale, show) for v in item.variants)
 
 
-def rewrite(text: str, stale: dict[str, Fact]) -> str:
-    """``text`` with each stale value quoted as current replaced by ``new (was old)``.
+def rewrite(text: str, stale: dict[str, Fact], show_superseded: bool = True) -> str:
+    """``text`` with each stale value quoted as current replaced by the new value
+    (``new (was old)`` with ``show_superseded``).
 
     Inline code (a command, an error line) and a bullet's ``(seq N)`` / ``×N`` marks are
     quoted as they were.
     """
     parts = re.split(r"(``\s.+?\s``|`[^`\n]+`|\(seqs? [^)]*\)|×\d+)", text)
     for i in range(0, len(parts), 2):  # the even parts are the prose
-        parts[i] = _rewrite_prose(parts[i], stale)
+        parts[i] = _rewrite_prose(parts[i], stale, show_superseded)
     return "".join(parts)
 
 
-def _rewrite_prose(text: str, stale: dict[str, Fact]) -> str:
+def _rewrite_prose(text: str, stale: dict[str, Fact], show: bool) -> str:
     for old in sorted(stale, key=len, reverse=True):
         if old not in text:
             continue
@@ -482,6 +516,7 @@ def _rewrite_prose(text: str, stale: dict[str, Fact]) -> str:
                 continue
             if not re.search(rf"(?<![a-z0-9]){re.escape(fact.key[-1])}", sentence, re.I):
                 continue  # the sentence is about something else
-            out = out.replace(sentence, pattern.sub(f"{fact.value} (was {old})", sentence))
+            now = f"{fact.value} (was {old})" if show else fact.value
+            out = out.replace(sentence, pattern.sub(now.replace("\\", "\\\\"), sentence))
         text = out
     return text

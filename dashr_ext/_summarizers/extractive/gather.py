@@ -11,6 +11,7 @@ from .facts import Facts
 from .items import REQUEST, Items
 from .reading import Span
 from .sections import carry, carry_state, fill, read_facts
+from .updates import supersede
 
 __all__ = ["Limits", "gather"]
 
@@ -27,6 +28,8 @@ class Limits:
     request_chars: int
     current_work_chars: int
     anchors_per_kind: int
+    show_superseded: bool = False
+    """Show a superseded value as ``(was …)`` (else only current values are shown)."""
 
 
 def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
@@ -47,8 +50,9 @@ def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
     )
     carry_state(items, old, span)
     read_facts(facts, span)
-    facts.add_to(items, _VALUE_LIMITS)
-    stale = facts.resolve(items)
+    facts.add_to(items, _VALUE_LIMITS, limits.show_superseded)
+    stale = facts.resolve(items, limits.show_superseded)
+    stale |= supersede(items, limits.show_superseded)
     add_anchors(
         items, span, old, limits.anchors_per_kind, exclude=frozenset(stale), pairs=facts.pairs()
     )

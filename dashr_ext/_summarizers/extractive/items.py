@@ -30,6 +30,7 @@ __all__ = [
     "VALUES",
     "Item",
     "Items",
+    "statement_key",
 ]
 
 # Section roles, in the order of prompts/summarize.md.
@@ -57,6 +58,8 @@ class Item:
     """The keyword-line kind of an anchor (None for a bullet)."""
     label: str | None = None
     """The label of a labelled value (``cap`` of ``cap: `$450```), None for anything else."""
+    value: str | None = None
+    """The value of a labelled value (``$450``), None for anything else."""
     tokens: int = 0
     carried: bool = False
     """From a previous summary (as opposed to this span)."""
@@ -72,6 +75,7 @@ class Items:
     def __init__(self) -> None:
         self.items: list[Item] = []
         self._seen: dict[tuple[int, str], Item] = {}
+        self._said: dict[str, Item] = {}
 
     def add(
         self,
@@ -100,6 +104,14 @@ class Items:
             if same is not None and (existing is None or same.carried != carried):
                 same.text = _merge_bullets(section, same.text, text)
                 existing = same
+        said = statement_key(text) if section in _STATEMENT_SECTIONS else ""
+        said = f"{section}\0{said}" if said else ""
+        if existing is None and len(said) >= 14 and (same := self._said.get(said)) is not None:
+            existing = same  # one statement said at two seqs: once, citing the latest
+            seq, seen = _cited(text), _cited(same.text)
+            if seq is not None and seen is not None and seq > seen:
+                same.text = _cite(same.text, seq)
+                same.variants = tuple(_cite(v, seq) for v in same.variants)
         if existing is not None:
             existing.priority = max(existing.priority, priority)
             return None
@@ -107,6 +119,8 @@ class Items:
         item = Item(section, text, priority, len(self.items), carried=carried, variants=shorter)
         self.items.append(item)
         self._seen[(section, norm(text))] = item
+        if len(said) >= 14:
+            self._said[said] = item
         if subject is not None:
             self._seen[(section, subject)] = item
         return item
@@ -126,9 +140,13 @@ class Items:
         self.items.append(item)
         self._seen[key] = item
 
-    def value(self, label: str, text: str, priority: float, carried: bool = False) -> None:
+    def value(
+        self, label: str, text: str, priority: float, carried: bool = False, value: str = ""
+    ) -> None:
         """Add a labelled value (``cap: `$450` (was `$390`)``) of the Values line."""
-        item = Item(CRITICAL, text, priority, len(self.items), label=label, carried=carried)
+        item = Item(
+            CRITICAL, text, priority, len(self.items), label=label, carried=carried, value=value
+        )
         self.items.append(item)
 
     def remove(self, item: Item) -> None:
@@ -136,6 +154,34 @@ class Items:
         self.items = [i for i in self.items if i is not item]
         for key in [k for k, v in self._seen.items() if v is item]:
             del self._seen[key]
+        for said in [k for k, v in self._said.items() if v is item]:
+            del self._said[said]
+
+
+# A bullet's own words after its label and seq ("User rule (seq 4): …", "Decision: …").
+_BULLET_HEAD = re.compile(
+    r"^(?:(?:[A-Z][A-Za-z]*(?: [a-z]+){0,3}) \((?:seqs?) [^)]*\)(?:, (?:verbatim|excerpt))?:\s*|"
+    r"(?:Decision|Next|To do|Task \(seq \d+\)): )"
+)
+_STATEMENT_SECTIONS = frozenset({REQUEST, PENDING, CRITICAL})
+_SEQ = re.compile(r"\(seq (\d+)\)")
+
+
+def statement_key(text: str) -> str:
+    """What a bullet states, for comparison: its label, seq, quote marks, case, punctuation
+    and whitespace left out."""
+    body = _BULLET_HEAD.sub("", text, count=1)
+    body = re.sub(r"^\s*>\s?", "", body, flags=re.M)
+    return " ".join(re.sub(r"[^\w$€£%]+", " ", body.lower()).split())
+
+
+def _cited(text: str) -> int | None:
+    match = _SEQ.search(text[:80])
+    return int(match.group(1)) if match else None
+
+
+def _cite(text: str, seq: int) -> str:
+    return _SEQ.sub(f"(seq {seq})", text, count=1)
 
 
 _OPS_PART = re.compile(r"(\w+) ×(\d+)")

@@ -144,8 +144,29 @@ class Span:
 
 
 def _checkpoint_summary(text: str) -> str:
+    """The summary a checkpoint's text holds: inside its framing tags, before its footer,
+    without the names block the checkpoint carries besides it (code composes that anew)."""
     match = re.search(r"<compacted-summary>\s*(.*?)\s*</compacted-summary>", text, re.S)
-    return match.group(1) if match else text
+    if match:
+        text = match.group(1)
+    else:
+        footer = _FOOTER.search(text)
+        text = text[: footer.start()] if footer else text
+    return _NAMES_BLOCK.sub("", text).strip()
+
+
+_NAMES_BLOCK = re.compile(r"^## Names[ \t]*\n(?:(?!#{1,6} ).*(?:\n|$))*", re.M)
+
+
+# The footer line a checkpoint ends with (``[checkpoint c42 …``); a summary line that reads
+# like one is quoted (``[quoted checkpoint …``, see dashr_ext._footers), so it is framing.
+_FOOTER = re.compile(r"^\[checkpoint c\d+\b[^\n]*\]\s*$", re.M)
+
+
+def _reads_as_checkpoint(text: str) -> bool:
+    """A user message that is a checkpoint's text (its framing tags or its footer line):
+    recorded as the input of a fresh session, it is read back as a previous summary."""
+    return "</compacted-summary>" in text or _FOOTER.search(text) is not None
 
 
 def read_span(request: SummaryRequest) -> Span:
@@ -157,7 +178,7 @@ def read_span(request: SummaryRequest) -> Span:
             continue
         message = event.message
         if event.type == "user/message":
-            if is_checkpoint(event):
+            if is_checkpoint(event) or _reads_as_checkpoint(message.text):
                 if request.previous_summary is None:
                     span.previous.append(_checkpoint_summary(message.text))
                 continue

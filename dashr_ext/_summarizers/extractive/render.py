@@ -9,10 +9,29 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ...errors import SummarizerError
-from .items import ANCHOR_KINDS, CRITICAL, CURRENT, KEYWORDS, NONE_TEXT, VALUES, Item, Items
+from .compact import COMPACT_TOKENS, compact_line, group_lines, render_compact, roles, shown
+from .items import (
+    CRITICAL,
+    CURRENT,
+    KEYWORDS,
+    N_SECTIONS,
+    NEXT,
+    NONE_TEXT,
+    PENDING,
+    REQUEST,
+    VALUES,
+    Item,
+    Items,
+    statement_key,
+)
 from .text import clip, code, norm
 
-__all__ = ["Layout", "fit", "parse_summary", "render", "summary_layout"]
+__all__ = ["Layout", "fit", "group_lines", "parse_summary", "render", "shown", "summary_layout"]
+
+FILLER_PRIORITY = 20.0
+"""Items ranked below this say nothing the work needs (chatter, a filler message)."""
+_SALIENT_PRIORITY = 60.0
+"""While an item ranked at least this is left out, no filler takes a slot."""
 
 
 def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
@@ -20,12 +39,15 @@ def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
 
     Headings are matched to ``sections`` by name (case, numbering and bold marks
     ignored); a section may be missing (an empty one is left out). Text under an unknown
-    heading or before any heading goes to the last section. ``(none)`` bullets are dropped.
+    heading or before any heading goes to the last section; a summary without any heading
+    (the compact checklist of :mod:`.compact`) is sorted by how its lines start.
+    ``(none)`` bullets are dropped.
     """
     wanted = {norm(s): i for i, s in enumerate(sections)}
     out: list[list[str]] = [[] for _ in sections]
     current = len(sections) - 1
     bullet: list[str] | None = None
+    headed = False
 
     def flush() -> None:
         nonlocal bullet
@@ -40,6 +62,7 @@ def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
         heading = re.match(r"^\s{0,3}#{1,6}\s+(.*)$", line)
         if heading:
             flush()
+            headed = True
             name = re.sub(r"^\s*\d+[.)]\s*", "", heading.group(1)).strip().strip("*_: ").strip()
             current = wanted.get(norm(name), len(sections) - 1)
             continue
@@ -55,6 +78,8 @@ def parse_summary(text: str, sections: Sequence[str]) -> list[list[str]]:
             flush()
             bullet = [line.strip()]
     flush()
+    if not headed and len(sections) == N_SECTIONS:
+        return roles(out[-1], N_SECTIONS)
     return out
 
 
@@ -70,6 +95,10 @@ class Layout:
     """The index in ``headings`` of the section an item is shown under."""
     write: Callable[[Sequence[str], Iterable[Item]], str]
     """The Markdown of the items (each shows :attr:`Item.shown`, else its text)."""
+    headed: bool = True
+    """Whether sections get headings (a compact checklist has none)."""
+    line: Callable[[Item, str], str] | None = None
+    """How an item's text is written as a bullet (None: as it is)."""
 
 
 def render(sections: Sequence[str], items: Iterable[Item]) -> str:
@@ -98,27 +127,11 @@ def render(sections: Sequence[str], items: Iterable[Item]) -> str:
     return "\n\n".join(blocks) + "\n" if blocks else ""
 
 
-def shown(item: Item) -> str:
-    return item.shown if item.shown is not None else item.text
-
-
-def group_lines(values: Sequence[Item], anchors: dict[str, list[Item]]) -> list[str]:
-    """The ``Values —`` line and the ``Keywords —`` line (each only when it has something)."""
-    lines = []
-    if values:
-        ordered = sorted(values, key=lambda i: i.order)
-        lines.append(f"- {VALUES} " + "; ".join(i.text for i in ordered))
-    groups = [
-        f"{kind}: " + ", ".join(code(a.text) for a in sorted(anchors[kind], key=lambda i: i.order))
-        for kind in ANCHOR_KINDS
-        if kind in anchors
-    ]
-    if groups:
-        lines.append(f"- {KEYWORDS} " + "; ".join(groups))
-    return lines
-
-
-def summary_layout(sections: Sequence[str]) -> Layout:
+def summary_layout(sections: Sequence[str], budget: int | None = None) -> Layout:
+    """The eight headed sections; at a budget of :data:`~.compact.COMPACT_TOKENS` or less,
+    the compact checklist."""
+    if budget is not None and budget <= COMPACT_TOKENS:
+        return Layout(sections, lambda item: item.section, render_compact, False, compact_line)
     return Layout(sections, lambda item: item.section, render)
 
 
@@ -127,18 +140,28 @@ def summary_layout(sections: Sequence[str]) -> Layout:
 _MIN_CLIP_CHARS = 24
 
 
-def fit(items: Items, layout: Layout, count: Callable[[str], int], budget: int) -> str:
+def fit(
+    items: Items,
+    layout: Layout,
+    count: Callable[[str], int],
+    budget: int,
+    carried: str = "",
+) -> str:
     """The Markdown of the most salient ``items`` within ``budget`` tokens by ``count``.
 
     Items are taken by priority (the earlier of equals first): each takes the longest of its
     texts (:attr:`Item.variants`) that fits in what is left and in half of it, unless only its
     shortest fits, and an item that fits in no way is skipped for the smaller ones after it.
-    A section shows up with its first item. The rendered text is then counted exactly: over
-    budget, the lowest-priority items go; with room left, skipped items get another chance.
-    When not even the first item fits whole it is clipped; raises
+    A bullet whose statement a kept one, or ``carried`` (the text the checkpoint carries
+    besides the summary), already holds is left out; filler (below
+    :data:`FILLER_PRIORITY`) takes no slot while a salient item
+    is left out. A section shows up with its first item. The rendered text is then counted
+    exactly: over budget, the lowest-priority items go; with room left, skipped items get
+    another chance. When not even the first item fits whole it is clipped; raises
     :class:`~dashr_ext.errors.SummarizerError` when a heading and a short bullet cannot fit.
     """
-    ranked = sorted(items.items, key=lambda i: (-i.priority, i.order))
+    said = _Said(carried)
+    ranked = [i for i in sorted(items.items, key=lambda i: (-i.priority, i.order))]
     if not ranked:
         return _nothing(layout, count, budget)
     costs = _Costs(layout, count)
@@ -146,13 +169,19 @@ def fit(items: Items, layout: Layout, count: Callable[[str], int], budget: int) 
     used = 0
     skipped: list[Item] = []
     for item in ranked:
+        if said.holds(item):
+            continue
         took = costs.take(item, budget - used, halve=True)
         if took is None:
             skipped.append(item)
             continue
         used += took
         kept.append(item)
-    text = layout.write(layout.headings, kept)
+        said.add(item)
+    if not layout.headed or any(i.priority >= _SALIENT_PRIORITY for i in skipped):
+        kept = [i for i in kept if i.priority >= FILLER_PRIORITY]
+        skipped = [i for i in skipped if i.priority >= FILLER_PRIORITY]
+    text = layout.write(layout.headings, _unrepeated(kept, layout))
     for _ in range(4):
         actual = count(text)
         if actual > budget:
@@ -161,21 +190,80 @@ def fit(items: Items, layout: Layout, count: Callable[[str], int], budget: int) 
             room = budget - actual
             added = False
             for item in list(skipped):
+                if said.holds(item):
+                    continue
                 took = costs.take(item, room, halve=False)
                 if took is not None:
+                    said.add(item)
                     room -= took
                     kept.append(item)
                     skipped.remove(item)
                     added = True
             if not added:
                 break
-        text = layout.write(layout.headings, kept)
+        text = layout.write(layout.headings, _unrepeated(kept, layout))
     while kept and count(text) > budget:
         kept = _shed(kept, 1)
-        text = layout.write(layout.headings, kept)
+        text = layout.write(layout.headings, _unrepeated(kept, layout))
     if kept:
         return text
     return _clipped(ranked[0], layout, count, budget)
+
+
+_STATEMENTS = frozenset({REQUEST, PENDING, NEXT, CURRENT, CRITICAL})
+
+
+def _unrepeated(kept: list[Item], layout: Layout) -> list[Item]:
+    """``kept`` without the labelled values a kept bullet already shows: in a checklist a
+    fact is said once (a value with its earlier ones, ``show_superseded``, stays; headed
+    sections keep the ``Values —`` line whole, as an index)."""
+    if layout.headed:
+        return kept
+    bullets = " ".join(
+        shown(i).casefold() for i in kept if i.anchor_kind is None and i.label is None
+    )
+    if not bullets:
+        return kept
+
+    def shows(value: str) -> bool:
+        value = value.casefold()
+        return value in bullets and (
+            len(value) >= 6
+            or re.search(rf"(?<![\w.$€£¥]){re.escape(value)}(?!\w|\.\d)", bullets) is not None
+        )
+
+    return [i for i in kept if i.label is None or " (was " in i.text or not shows(i.value or "\0")]
+
+
+class _Said:
+    """What the kept bullets (and the carried text) state, to leave out what they hold."""
+
+    def __init__(self, carried: str) -> None:
+        self.carried = " ".join(re.sub(r"[^\w$€£%]+", " ", carried.lower()).split())
+        self.keys: list[str] = []
+        """Of the kept statements (Critical Context): what they hold is said."""
+        self.others: set[str] = set()
+        """Of the other kept bullets (a request or a message may quote a statement whole)."""
+
+    def holds(self, item: Item) -> bool:
+        if item.anchor_kind is not None or item.label is not None:
+            return False
+        if item.section not in _STATEMENTS:
+            return False  # a file, an error, a concept: a thing, not a statement
+        key = statement_key(shown(item))
+        if len(key) < 12:
+            return False
+        if self.carried and key in self.carried:
+            return True
+        return key in self.others or any(key in k for k in self.keys)
+
+    def add(self, item: Item) -> None:
+        if item.anchor_kind is None and item.label is None:
+            key = statement_key(shown(item))
+            if item.section == CRITICAL:
+                self.keys.append(key)
+            else:
+                self.others.add(key)
 
 
 class _Costs:
@@ -195,9 +283,10 @@ class _Costs:
 
     def _opens(self, item: Item) -> list[tuple[object, int]]:
         section = self.layout.section_of(item)
-        out: list[tuple[object, int]] = [
-            (("section", section), self.tokens(f"## {self.layout.headings[section]}\n") + 1)
-        ]
+        out: list[tuple[object, int]] = []
+        if self.layout.headed:
+            heading = f"## {self.layout.headings[section]}\n"
+            out.append((("section", section), self.tokens(heading) + 1))
         if item.anchor_kind is not None:
             out.append(("keywords", self.tokens(f"- {KEYWORDS} ") + 1))
             out.append((("kind", item.anchor_kind), self.tokens(f"{item.anchor_kind}: ") + 1))
@@ -210,6 +299,8 @@ class _Costs:
             return self.tokens(code(text)) + 1
         if item.label is not None:
             return self.tokens(text) + 1
+        if self.layout.line is not None:
+            text = self.layout.line(item, text)
         return self.tokens(f"- {text}\n")
 
     def take(self, item: Item, room: int, *, halve: bool) -> int | None:
@@ -261,9 +352,9 @@ def _clipped(top: Item, layout: Layout, count: Callable[[str], int], budget: int
         if count(text) <= budget:
             return text
         limit = limit * 3 // 4
+    what = "a section heading and one bullet" if layout.headed else "one bullet"
     raise SummarizerError(
-        f"max_summary_tokens={budget} cannot hold a section heading and one bullet of "
-        f"{_MIN_CLIP_CHARS} characters"
+        f"max_summary_tokens={budget} cannot hold {what} of {_MIN_CLIP_CHARS} characters"
     )
 
 

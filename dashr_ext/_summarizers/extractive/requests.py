@@ -13,7 +13,16 @@ import re
 
 from .items import CRITICAL, NEXT, PENDING, REQUEST, Items
 from .reading import Span
-from .salience import Salience, excerpt, is_trivial, scored_sentences, states_goal, substance
+from .salience import (
+    Salience,
+    excerpt,
+    is_trivial,
+    reads_as_request,
+    score,
+    scored_sentences,
+    states_goal,
+    substance,
+)
 from .text import clip, norm, one_line, words
 
 __all__ = [
@@ -21,10 +30,12 @@ __all__ = [
     "RULE_LABEL",
     "USER_DECISION_LABEL",
     "USER_GOAL_LABEL",
+    "USER_NOTE_LABEL",
     "add_pending_asks",
     "add_requests",
     "add_rules",
     "relevant_rules",
+    "statement_priority",
     "unanswered",
 ]
 
@@ -35,6 +46,8 @@ LOW_SALIENCE = 5.0
 no rule, goal, decision or value (chit-chat, "keep going", a pasted log)."""
 USER_DECISION_LABEL = "User decision"
 USER_GOAL_LABEL = "User goal"
+USER_NOTE_LABEL = "User note"
+"""A statement the user labelled ("GOAL STATE: …", "FACT: …") or one of where the task stands."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z_-]{3,}")
 _COMMON = words(
     "this that with from have will would should could what when where which there their "
@@ -51,20 +64,23 @@ def _quote(text: str) -> str:
 def add_requests(
     items: Items, span: Span, has_previous_request: bool, first_limit: int, later_limit: int
 ) -> None:
-    """Primary Request bullets: the first salient request verbatim, later ones by salience.
+    """Primary Request bullets: the first request verbatim, later ones by salience.
 
-    The first request that is more than a greeting (unless a previous summary already holds
-    one) is quoted verbatim, with shorter variants made of its most salient sentences; a
-    greeting before it is an ordinary, low-priority bullet. Later requests rank by the
-    salience of their best sentence, the newer of equals first; identical ones (a harness
-    repeating itself) become one bullet.
+    The first message that reads as a request (an imperative, a question, "I need …",
+    "please …"; see :func:`~.salience.reads_as_request`), unless a previous summary already
+    holds one, is quoted verbatim, with shorter variants made of its most salient
+    sentences; a greeting or a plain statement before it is an ordinary bullet. Later
+    requests rank by the salience of their best sentence, the newer of equals first;
+    identical ones (a harness repeating itself) become one bullet. A request shows what it
+    says beyond filler and beyond the statements that are bullets of their own
+    (:func:`add_rules`); one that says nothing more is left out.
     """
     requests = list(span.requests)
     original_done = has_previous_request
     original_seq = -1 if has_previous_request else None
     grouped: dict[str, list[tuple[int, str]]] = {}
     for seq, text in requests:
-        if not original_done and not is_trivial(text):
+        if not original_done and not is_trivial(text) and reads_as_request(text):
             original_done = True
             original_seq = seq
             body = re.sub(r"\n{3,}", "\n\n", text)
@@ -85,62 +101,95 @@ def add_requests(
         label = "seqs" if len(group) > 1 else "seq"
         later = original_seq is not None and group[0][0] > original_seq
         word = "Later request" if later else "Request"
-        text = group[-1][1]
+        pieces = [(t, s) for t, s in scored_sentences(group[-1][1]) if not _sets(t, s)]
+        if all(s.trivial for _, s in pieces):
+            continue  # filler, or only statements that have bullets of their own
+        whole = len(pieces) == len(scored_sentences(group[-1][1]))
+        text = group[-1][1] if whole else " ".join(t for t, _ in pieces)
         head = f"{word} ({label} {seqs}{times}): "
-        best = max((s.score for _, s in scored_sentences(text)), default=0.0)
-        pieces = scored_sentences(text)
+        best = max((s.score for _, s in pieces), default=0.0)
         given = max((substance(s) for _, s in pieces), default=0.0)
         recency = (i + 1) / n
         if given < LOW_SALIENCE:  # chatter: anything says more
-            priority = 14.0 + min(given, 4.0) + 4 * recency - 5.0 * (len(group) > 1)
-        elif all(_sets(t, s) for t, s in pieces if substance(s) >= LOW_SALIENCE):
-            # What it gives is a rule, goal or decision bullet already (see add_rules).
-            priority = 30.0 + min(given, 12.0) + 4 * recency
+            priority = 12.0 + min(given, 3.0) + 4 * recency - 5.0 * (len(group) > 1)
         else:
             priority = 50.0 + 2.5 * min(best, 12.0) + 4 * recency - 5.0 * (len(group) > 1)
         variants = tuple(
             head + short
             for limit, keep in ((200, 0), (100, 1))
-            if (short := excerpt(" ".join(text.split()), limit, keep)) is not None
+            if (short := excerpt(text, limit, keep)) is not None
         )
         variants += (head + one_line(text, 100),)
-        flat = " ".join(text.split())
-        short = excerpt(flat, later_limit) if len(flat) > later_limit else None
-        body = flat if len(flat) <= later_limit else short or one_line(text, later_limit)
+        short = excerpt(text, later_limit) if len(text) > later_limit else None
+        body = text if len(text) <= later_limit else short or one_line(text, later_limit)
         items.add(REQUEST, head + body, priority, variants=variants)
 
 
 def _sets(sentence: str, salience: Salience) -> bool:
     """Whether :func:`add_rules` makes a bullet of a user's sentence."""
-    return salience.is_rule or states_goal(sentence) or (salience.decision and not salience.goal)
+    return _kind(sentence, salience) is not None
+
+
+def _kind(sentence: str, salience: Salience) -> tuple[str, float] | None:
+    """The bullet label and base priority of a user's statement, None for anything else.
+
+    Labelled statements, rules and preferences, goals, where the task stands, decisions and
+    overrides, in that order.
+    """
+    if salience.trivial:
+        return None
+    if salience.label is not None and salience.label.isupper() and not salience.task_state:
+        return USER_NOTE_LABEL, 91.0
+    if salience.is_rule:
+        return RULE_LABEL, 90.0
+    if states_goal(sentence):
+        return USER_GOAL_LABEL, 88.0
+    if salience.task_state:
+        return USER_NOTE_LABEL, 86.0
+    if salience.override or (salience.decision and not salience.goal):
+        return USER_DECISION_LABEL, 84.0
+    return None
+
+
+def statement_priority(sentence: str) -> float | None:
+    """The priority of a user's statement bullet, from what it says alone (a bullet read
+    back from a previous summary ranks as it did when first kept); None for no statement."""
+    salience = score(sentence)
+    found = _kind(sentence, salience)
+    if found is None:
+        return None
+    return found[1] + min(salience.rule, 15.0) * 0.2 + min(substance(salience), 20.0) * 0.02
 
 
 def add_rules(items: Items, span: Span) -> None:
-    """The user's sentences that set a rule or constraint, or decide: Critical Context.
+    """The user's statements that set a rule, a preference or a goal, say where the task
+    stands, carry a label ("FACT: …") or decide: Critical Context.
 
     A rule ("never deploy on Fridays", "the cap is $390", "keep the backoff at 250 ms") ranks
-    just below the original request, so it outlives the work it came with.
+    just below the original request, so it outlives the work it came with. A statement said
+    again is one bullet, citing its latest seq.
     """
     found: dict[str, tuple[float, str]] = {}
-    n = max(len(span.requests), 1)
-    for i, (seq, text) in enumerate(span.requests):
+    for seq, text in span.requests:
         for sentence, salience in scored_sentences(text):
-            if salience.is_rule:
-                label, base = RULE_LABEL, 90.0
-            elif states_goal(sentence):
-                label, base = USER_GOAL_LABEL, 88.0
-            elif salience.decision and not salience.goal:
-                label, base = USER_DECISION_LABEL, 84.0
-            else:
+            kind = _kind(sentence, salience)
+            if kind is None:
                 continue
-            bullet = f"{label} (seq {seq}): {one_line(sentence, 300)}"
-            priority = base + min(salience.rule, 15.0) * 0.2 + (i + 1) / n
-            found[norm(sentence)] = (priority, bullet)  # said again: the newer seq
+            bullet = f"{kind[0]} (seq {seq}): {one_line(sentence, 300)}"
+            priority = statement_priority(sentence) or kind[1]
+            key = _statement_key(sentence)
+            found.pop(key, None)
+            found[key] = (priority + seq * 1e-6, bullet)  # said again: the newer seq
     # The most salient rules (a harness's long instructions set many), shown in their order.
     kept = sorted(found.items(), key=lambda kv: -kv[1][0])[:_MAX_RULES]
-    for _, (priority, bullet) in sorted(kept, key=lambda kv: list(found).index(kv[0])):
+    order = {key: i for i, key in enumerate(found)}
+    for _, (priority, bullet) in sorted(kept, key=lambda kv: order[kv[0]]):
         variants = (clip(bullet, 160),) if len(bullet) > 180 else ()
         items.add(CRITICAL, bullet, priority, variants=variants)
+
+
+def _statement_key(sentence: str) -> str:
+    return " ".join(re.sub(r"[^\w$€£%./:-]+", " ", sentence.lower()).split()).strip(" .")
 
 
 def unanswered(span: Span) -> list[tuple[int, str]]:
@@ -165,7 +214,8 @@ def add_pending_asks(items: Items, span: Span) -> None:
 
 
 def relevant_rules(items: Items, step: str) -> None:
-    """Next Step: the user's rules that share a content word with the next step."""
+    """Next Step: a pointer to each of the user's rules (at most two) that share a content
+    word with the next step."""
     words = {w.lower() for w in _WORD.findall(step)} - _COMMON
     if not words:
         return
@@ -175,8 +225,9 @@ def relevant_rules(items: Items, step: str) -> None:
             continue
         rule = item.text.split("): ", 1)[-1]
         stems = {w.lower()[:5] for w in _WORD.findall(rule)} - {c[:5] for c in _COMMON}
-        if stems & {w[:5] for w in words}:
-            items.add(NEXT, f"Mind the {item.text[0].lower()}{item.text[1:]}", 79.0 - count)
+        if stems & {w[:5] for w in words}:  # a pointer: the rule itself is said once
+            seq = item.text[len(RULE_LABEL) + 6 :].split(")", 1)[0]
+            items.add(NEXT, f"Mind the user rule of seq {seq} (Critical Context)", 79.0 - count)
             count += 1
             if count == 2:
                 return

@@ -22,7 +22,10 @@ __all__ = [
     "Salience",
     "clear_caches",
     "excerpt",
+    "is_filler",
     "is_trivial",
+    "label_of",
+    "reads_as_request",
     "says_decision",
     "score",
     "scored_sentences",
@@ -36,7 +39,8 @@ _STRONG_RULE = re.compile(
     r"under no circumstances|not allowed|forbidden|prohibited|no (?:more|less|fewer|later|"
     r"earlier) than|at (?:most|least)|mandatory|required|make sure|ensure|only ever|"
     r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap|constraint)|no exceptions?|"
-    r"(?:i|we) (?:prefer|always want)|a preference|in every (?:commit|pr|change|message))\b",
+    r"(?:i|we) (?:(?:really |would |'d )?prefer|(?:would|'d) rather|always want)|a preference|"
+    r"my preference|please (?:always|never|keep)|in every (?:commit|pr|change|message))\b",
     re.I,
 )
 _WEAK_RULE = re.compile(
@@ -109,7 +113,50 @@ _TRIVIAL = re.compile(
     r"carry on|morning|good morning|hope you(?:'re| are) (?:well|doing well)|how are you|"
     r"can you help(?: me)?(?: with something| out)?|could you help(?: me)?|i need (?:some )?help|"
     r"help me|quick question|one more thing|thanks a lot|many thanks|appreciate it|again|"
-    r"there|all|team|folks|everyone|now|so|and|also|then)[\s,.!?:;)(-]*)+$",
+    r"there|all|team|folks|everyone|now|so|and|also|then|ha|haha|hah|heh|lol|lmao|acknowledged|"
+    r"noted|roger|will do|on it|copy that|continuing|no problem|of course|anyway|oh|"
+    r"keep (?:going|at it|it up)|carry on|go for it|proceed|next|status|any (?:progress|"
+    r"updates?|news|luck)|what(?:'s| is) (?:next|the status|new)|what now|how(?:'s| is) it "
+    r"going|how are we doing|where are we(?: at)?|and now|done yet|still there|ping)"
+    r"[\s,.!?:;)(-]*)+$",
+    re.I,
+)
+# An upper-case label opening a line or sentence ("RULE:", "GOAL STATE:", "USER PREFERENCE:"),
+# or a task-state label in any case ("Next step:", "Open question:", "Done so far:").
+_LABEL = re.compile(
+    r"^[\s>*_#-]*(?P<label>[A-Z][A-Z0-9]+(?:[ _/&-][A-Z0-9]+){0,3}|(?i:current task|task|"
+    r"status|next steps?|steps? done|done so far|completed|progress|open questions?|"
+    r"blocked(?: on)?|waiting on|remaining|to ?do|question for you|decision|constraint))"
+    r"[*_]*\s*:\s*\S"
+)
+_GENERIC_LABELS = frozenset({"NOTE", "IMPORTANT", "FACT", "INFO", "FYI", "PS", "NB"})
+# An override of an earlier statement ("scratch that", "let's go with X instead").
+_OVERRIDE = re.compile(
+    r"^(?:quick |small |one )?(?:update|correction|change of plans?|new plan|edit)\s*[:,-]|"
+    r"\b(?:scratch that|change of plans?|on second thought|never ?mind|forget (?:that|what i said)|"
+    r"(?:let's|we(?:'ll| will)|i(?:'ll| will)) go with|switch(?:ing)? (?:it |that )?to|"
+    r"instead|no longer|from now on|actually,|not \S+ (?:any ?more|after all))\b",
+    re.I,
+)
+_TASK_STATE = re.compile(
+    r"\b(?:awaiting (?:your|the user'?s?)|waiting (?:for|on) (?:your|you)|open question|"
+    r"still (?:to do|open|pending)|(?:steps?|tasks?) (?:done|completed|remaining)|"
+    r"next step)\b",
+    re.I,
+)
+# Conversational filler: acknowledgements, small talk, asides, "continuing".
+_FILLER = re.compile(
+    r"^(?:acknowledged|noted|understood|roger|will do|on it|copy that|sure thing|"
+    r"(?:ok(?:ay)?|alright|sure|great|got it|thanks),?\s*(?:continuing|will do|noted|"
+    r"on it|understood)|continuing(?: (?:with|on) (?:the )?(?:plan|work|task))?|"
+    r"happy to help|glad to help|no problem|of course|you're welcome|"
+    r"ha(?:ha)*|lol|heh|just kidding|jk|hope (?:you(?:'re| are)|your) [^.!?]{0,40}|"
+    r"have a (?:good|great|nice) [^.!?]{0,20}|what are we working on(?: today)?|"
+    r"how can i help(?: you)?(?: today)?|what can i do for you|"
+    r"(?:random|off[- ]topic|unrelated|aside|side note|fun fact|btw|by the way|lol|haha|anyway)"
+    r"\b[:,]?(?![^.!?]*\b(?:never|always|must|don't|do not|please|need)\b).*|"
+    r"i keep hearing about [^.!?]*|what'?s the weather[^.!?]*|how(?:'s| is) (?:your|the) "
+    r"(?:day|weekend|week|weather)[^.!?]*)[\s,.!?:;)(-]*$",
     re.I,
 )
 RULE_SCORE = 6.0
@@ -129,6 +176,12 @@ class Salience:
     values: int
     """How many typed literal values it carries (money, dates, versions, ids, hosts, …)."""
     trivial: bool
+    label: str | None = None
+    """The label a statement opens with (``GOAL STATE`` of "GOAL STATE: …"), if any."""
+    override: bool = False
+    """It overrides an earlier statement ("scratch that", "instead", "update:")."""
+    task_state: bool = False
+    """It states where the task stands (next step, steps done, an open question)."""
 
     @property
     def is_rule(self) -> bool:
@@ -140,6 +193,10 @@ def score(sentence: str) -> Salience:
     """The salience of one sentence (see the module docstring)."""
     text = sentence.strip()
     if not text or _TRIVIAL.match(text):
+        return Salience(0.0, 0.0, False, False, False, 0, True)
+    found = _LABEL.match(text)
+    label = found.group("label").upper() if found else None
+    if label is None and _FILLER.match(text):
         return Salience(0.0, 0.0, False, False, False, 0, True)
     literals = typed_literals(text)
     values = sum(1 for lit in literals if LITERAL_WEIGHTS[lit.type] >= 4)
@@ -157,9 +214,13 @@ def score(sentence: str) -> Salience:
     if safety and rule:
         rule += 2.0
     goal = bool(_GOAL.search(words) or _IMPERATIVE.match(words))
-    decision = bool(_DECISION.search(words))
+    override = bool(_OVERRIDE.search(words))
+    decision = bool(_DECISION.search(words)) or override
     update = bool(_UPDATE.search(words)) and bool(literals)
+    task_state = bool(_TASK_STATE.search(words)) or (label is not None and not label.isupper())
     total = rule
+    total += 6.0 if label is not None else 0.0
+    total += 3.0 if task_state else 0.0
     total += 3.0 if goal else 0.0
     total += 4.0 if decision else 0.0
     total += 3.0 if update else 0.0
@@ -167,7 +228,53 @@ def score(sentence: str) -> Salience:
     total += 2.0 if _ERROR.search(text) else 0.0
     total += min(sum(LITERAL_WEIGHTS[lit.type] for lit in literals) * 0.5, 6.0)
     total += min(len(text), 200) / 100  # a little for saying more
-    return Salience(total, rule, goal, decision, update, values, False)
+    return Salience(total, rule, goal, decision, update, values, False, label, override, task_state)
+
+
+def label_of(sentence: str) -> str | None:
+    """The label a sentence opens with, upper-cased (``GOAL STATE`` of "GOAL STATE: …")."""
+    found = _LABEL.match(sentence.strip())
+    return found.group("label").upper() if found else None
+
+
+def is_generic_label(label: str) -> bool:
+    """A label that says what kind of statement follows, not what it is about (``NOTE``)."""
+    return label in _GENERIC_LABELS
+
+
+def is_filler(sentence: str) -> bool:
+    """Whether a sentence is conversational filler (an acknowledgement, small talk, an aside)."""
+    return score(sentence).trivial
+
+
+_ASKS = re.compile(
+    r"\?\s*$|\b(?:i|we) (?:need|want|would like|'d like)\b|\bplease\b|\b(?:can|could|would|will) "
+    r"you\b|\bhelp me\b|\blet's\b|\byour (?:task|job|goal)\b|\b(?:the )?(?:task|goal) is\b|"
+    r"\bi(?:'m| am) (?:trying|looking) to\b|\bmake sure\b|\bwe should\b",
+    re.I,
+)
+
+
+def reads_as_request(text: str) -> bool:
+    """Whether a message asks for something: an imperative, a question, "I need", "please …".
+
+    A greeting or a plain statement ("The webhook retries three times") asks for nothing.
+    Of a long message (a pasted task description) the asks may stand anywhere: its lines
+    are read too, not only the sentences of its head and tail.
+    """
+    for sentence, salience in scored_sentences(text):
+        if salience.trivial:
+            continue
+        body = _LABEL.sub("", sentence, count=1) if salience.label else sentence
+        if _IMPERATIVE.match(body.strip()) or _ASKS.search(body):
+            return True
+    if len(text) <= len(bounded(text)):
+        return False
+    return any(
+        _IMPERATIVE.match(line.strip(" \t>*-#")) or _ASKS.search(line)
+        for line in text.splitlines()
+        if len(line) > 12 and not score(line).trivial
+    )
 
 
 _GOAL_STATE = re.compile(r"\b(?:goal|objective|target)\b[^.;]{0,40}\b(?:is|are)\b", re.I)
@@ -181,6 +288,8 @@ def substance(salience: Salience) -> float:
         return 0.0
     return (
         salience.rule
+        + (6.0 if salience.label is not None else 0.0)
+        + (3.0 if salience.task_state else 0.0)
         + (3.0 if salience.goal else 0.0)
         + (2.0 if salience.decision else 0.0)
         + (3.0 if salience.update else 0.0)

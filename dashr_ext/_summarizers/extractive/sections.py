@@ -33,10 +33,12 @@ from .requests import (
     RULE_LABEL,
     USER_DECISION_LABEL,
     USER_GOAL_LABEL,
+    USER_NOTE_LABEL,
     add_pending_asks,
     add_requests,
     add_rules,
     relevant_rules,
+    statement_priority,
     unanswered,
 )
 from .salience import excerpt, is_trivial, says_decision, score, scored_sentences, substance
@@ -104,7 +106,7 @@ def carry(items: Items, old: list[list[list[str]]], span: Span, facts: Facts) ->
                     bullet = _refresh_error(bullet, span)
                 if section in (REQUEST, CRITICAL, PENDING, N_SECTIONS):
                     facts.read(bullet, order + i * 0.01, 0)
-                recency = (i + 1) / (n + 1)
+                recency = 0.0 if _STATEMENT_BODY.match(bullet) else (i + 1) / (n + 1)
                 item = items.add(
                     section,
                     bullet,
@@ -125,21 +127,26 @@ def _carried_priority(section: int, bullet: str) -> float:
         body = bullet.split("): ", 1)[-1]
         given = max((substance(s) for _, s in scored_sentences(body)), default=0.0)
         if given < LOW_SALIENCE:  # chatter stays below every fact
-            return 14.0 + min(given, 4.0)
+            return 12.0 + min(given, 3.0)
         return 66.0 + min(score(bullet).score, 16.0)
     if section == CRITICAL:
-        if bullet.startswith((RULE_LABEL, USER_GOAL_LABEL)):
-            return 89.0
+        if bullet.startswith((RULE_LABEL, USER_GOAL_LABEL, USER_DECISION_LABEL, USER_NOTE_LABEL)):
+            # Ranked as when it was first kept (see .requests.statement_priority).
+            body = _STATEMENT_BODY.sub("", bullet, count=1)
+            body = re.sub(r" \(was: [^()]*\)$", "", body)
+            found = statement_priority(body)
+            return (found if found is not None else 83.0) + 0.001
         if fact_subject(bullet) is not None:
             return FACT_PRIORITY
-        if bullet.startswith(USER_DECISION_LABEL):
-            return 83.0
         if bullet.startswith("Decision: "):
             return 50.0 + min(score(bullet).score, 14.0)
         return 48.0
     if section == PENDING:
         return 80.0 if bullet.startswith("Request of seq") else 58.0
     return {ERRORS: 55.0, FILES: 48.0, CONCEPTS: 34.0}.get(section, 46.0)
+
+
+_STATEMENT_BODY = re.compile(r"^User (?:rule|goal|decision|note) \(seq \d+\): ")
 
 
 def _carried_variants(section: int, bullet: str) -> tuple[str, ...]:
@@ -176,9 +183,23 @@ def carry_state(items: Items, old: list[list[list[str]]], span: Span) -> None:
         if items.has(section) or (section == NEXT and span.answered):
             continue
         for parsed in old[-1:]:
-            for bullet in parsed[section]:
+            for i, bullet in enumerate(parsed[section]):
                 if not bullet.startswith("(none)"):
-                    items.add(section, bullet, 20.0, carried=True)
+                    items.add(section, bullet, _state_priority(section, bullet, i), carried=True)
+
+
+def _state_priority(section: int, bullet: str, index: int) -> float:
+    """A carried Current Work / Next Step bullet ranks as it did when first kept."""
+    if section == NEXT:
+        return 80.0 - index * 0.1
+    if bullet.startswith("Last assistant message"):
+        return _current_priority(bullet.split("): ", 1)[-1])
+    return 62.0 - index * 0.1
+
+
+def _current_priority(text: str) -> float:
+    """The last assistant message's priority: low when it says nothing but filler."""
+    return 78.0 if any(not s.trivial for _, s in scored_sentences(text)) else 12.0
 
 
 _UNANSWERED = re.compile(
@@ -245,7 +266,7 @@ def read_facts(facts: Facts, span: Span) -> None:
     """The labelled values the span states, in the order they were stated: the user's
     sentences, config literals of the assistant, settings and values tool output printed."""
     said: list[tuple[int, int, str, str]] = [(seq, 1, text, "") for seq, text in span.requests]
-    said += [(seq, 2, prose(text), "") for seq, text, _ in span.assistant if "=" in text]
+    said += [(seq, 2, prose(text), "") for seq, text, _ in span.assistant if text.strip()]
     said += [(seq, 4, key, value) for seq, key, value in span.tool_facts]
     for seq, _command, text in span.tool_outputs:
         said += [(seq, 5, key, value) for key, value in printed(span, seq, text)[0]]
@@ -317,7 +338,12 @@ def _current(items: Items, span: Span, current_work_chars: int) -> None:
         body = one_line(prose(text), current_work_chars)
         short = excerpt(" ".join(prose(text).split()), 240)
         variants = (head + short,) if short else ()
-        items.add(CURRENT, head + body, 78.0, variants=(*variants, head + clip(body, 160)))
+        items.add(
+            CURRENT,
+            head + body,
+            _current_priority(body),
+            variants=(*variants, head + clip(body, 160)),
+        )
     recent = [c for c in span.commands if c.text][-3:]
     for i, cmd in enumerate(recent):
         items.add(CURRENT, "Ran " + _command_outcome(cmd), 62.0 + i)

@@ -33,7 +33,7 @@ from .items import (
 )
 from .reading import read_span
 from .render import Layout, fit, group_lines, parse_summary, shown
-from .requests import RULE_LABEL, USER_DECISION_LABEL
+from .requests import RULE_LABEL, USER_DECISION_LABEL, USER_NOTE_LABEL
 from .text import leading_code, norm
 
 __all__ = ["CONSTRAINTS", "N_STATE_SECTIONS", "state_role", "state_section", "state_text"]
@@ -114,7 +114,7 @@ def state_role(section: int, bullet: str) -> tuple[int, str]:
     if section == S_CONSTRAINTS:
         return (CRITICAL if bullet.startswith((_CONTEXT, RULE_LABEL)) else CONSTRAINTS), bullet
     if section == DECISIONS:
-        if bullet.startswith((_DECISION, USER_DECISION_LABEL)):
+        if bullet.startswith((_DECISION, USER_DECISION_LABEL, USER_NOTE_LABEL)):
             return CRITICAL, bullet
         return CRITICAL, _DECISION + bullet
     if section == CURRENT_STATE:

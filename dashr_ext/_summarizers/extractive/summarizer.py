@@ -171,7 +171,8 @@ class ExtractiveSummarizer:
         except DashrError as exc:
             raise SummarizerError(f"extractive summarizer: {exc}") from None
         if request.mode == "state":
-            return self._result(state_text(request, sections, headings, self.limits()))
+            limits = self.limits(request.show_superseded)
+            return self._result(state_text(request, sections, headings, limits))
         if len(sections) != N_SECTIONS:
             raise SummarizerError(
                 f"extractive summarizer: summarize.md lists {len(sections)} sections "
@@ -181,13 +182,13 @@ class ExtractiveSummarizer:
         previous = [request.previous_summary] if request.previous_summary else []
         previous += span.previous
         old = [parse_summary(text, sections) for text in previous]
-        items = gather(span, old, self.limits())
-        text = fit(
-            items, summary_layout(sections), request.count_tokens, request.max_summary_tokens
-        )
+        items = gather(span, old, self.limits(request.show_superseded))
+        budget = request.max_summary_tokens
+        layout = summary_layout(sections, budget)
+        text = fit(items, layout, request.count_tokens, budget, carried=request.carried)
         return self._result(text)
 
-    def limits(self) -> Limits:
+    def limits(self, show_superseded: bool = False) -> Limits:
         from .gather import Limits
 
         return Limits(
@@ -195,6 +196,7 @@ class ExtractiveSummarizer:
             self.request_chars,
             self.current_work_chars,
             self.anchors_per_kind,
+            show_superseded,
         )
 
     def _result(self, text: str) -> SummaryResult:

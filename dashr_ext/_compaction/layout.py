@@ -1,0 +1,238 @@
+"""How one checkpoint's budget is spent: framing, pins, names, then the summary (SPEC §7.2).
+
+Pure. Before a pass summarizes, :func:`plan_layout` decides
+
+* the **form** of the code-composed text: the largest of ``full``, ``compact`` and
+  ``minimal`` (:data:`~dashr_ext._footers.FOOTER_FORMS`) whose fixed text fits
+  :func:`~dashr_ext._footers.framing_cap` of the budget;
+* the **pinned statements**, carried first and verbatim;
+* the **names block** (files, errors, code the work touched), given at most
+  :data:`NAMES_SHARE` of what is left beyond :data:`NAMES_FLOOR`;
+* the **summary's budget**: the rest.
+
+The budget is never more than what the checkpoint shadows, less one token: a checkpoint is
+never larger than the history it replaces. When even the smallest form cannot fit under it
+(the span is too small, or the pins too large), the layout is declined with a reason and the
+pass does not start.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._checkpoints import checkpoint_of
+from .._events import Event
+from .._footers import FOOTER_FORMS, FRAMING_SHARE, framing_cap
+from .._meter import MESSAGE_OVERHEAD_TOKENS
+from .._names import WorkName, collect_names, merge_names, names_from_data, render_names
+from .._payloads import summary_payload
+from .._pins import Pin, PinFold, pins_block
+from .compose import fixed_text
+from .plan import PlanView
+
+__all__ = [
+    "MIN_LAYOUT_SUMMARY",
+    "NAMES_FLOOR",
+    "NAMES_SHARE",
+    "Declined",
+    "Layout",
+    "layout_for",
+    "plan_layout",
+]
+
+NAMES_SHARE = 0.35
+"""The largest share of the content room (budget less framing and pins) the names take,
+beyond :data:`NAMES_FLOOR`."""
+
+NAMES_FLOOR = 64
+"""Content room the summary keeps whole: the names share only what is beyond it, so a
+small checkpoint spends its few tokens on the statements it summarizes."""
+
+MIN_LAYOUT_SUMMARY = 16
+"""The smallest summary budget a layout leaves; below it the pass is declined."""
+
+_SEPARATOR_TOKENS = 2
+"""Tokens of the blank line between two parts of a checkpoint's body."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The decided split of one checkpoint's budget."""
+
+    form: str
+    """``full``, ``compact`` or ``minimal``."""
+    budget: int
+    """Tokens the whole checkpoint may add (its node, and its pointer in the full form)."""
+    fixed_tokens: int
+    """Tokens of the code-composed framing text of that form (no message overheads)."""
+    pins: tuple[Pin, ...]
+    names: tuple[WorkName, ...]
+    """Every name the work touched up to this pass (carried to the next one)."""
+    names_block: str
+    """The rendered names block (empty when nothing fits or nothing is new)."""
+    summary_tokens: int
+    """What the summarizer may write."""
+
+    @property
+    def pointer(self) -> bool:
+        """Only the full form gets a separate pointer message."""
+        return self.form == "full"
+
+    @property
+    def carried(self) -> str:
+        """The code-composed body text besides the summary (pins, then names)."""
+        return "\n\n".join(t for t in (pins_block(self.pins), self.names_block) if t)
+
+
+@dataclass(frozen=True)
+class Declined:
+    """No checkpoint can fit: the reason says which sizes."""
+
+    reason: str
+
+
+def plan_layout(
+    *,
+    budget: int,
+    seqs: Sequence[int],
+    shadowed_tokens: int,
+    next_seq: int,
+    count_tokens: Callable[[str], int],
+    pins: Sequence[Pin] = (),
+    names: Sequence[WorkName] = (),
+    visible_text: str = "",
+    pointer: bool = True,
+    forms: Sequence[str] = FOOTER_FORMS,
+    checkpoint_class: str | None = None,
+) -> Layout | Declined:
+    """Split ``budget`` for a checkpoint shadowing ``seqs`` (``shadowed_tokens``).
+
+    ``pointer=False`` (pointers are off): the full form's pointer message is not counted.
+    ``forms`` limits the choice (largest first). ``visible_text`` is what the request still
+    shows verbatim after the pass (the system prompt and the kept tail): names in it are not
+    repeated.
+    """
+    limit = min(budget, shadowed_tokens - 1)
+    chosen = None
+    for form in forms:
+        text, messages = fixed_text(
+            form, seqs, shadowed_tokens, next_seq=next_seq, checkpoint_class=checkpoint_class
+        )
+        if form == "full" and not pointer:
+            text, messages = text.rsplit("\n", 1)[0], 1
+        fixed = count_tokens(text)
+        chosen = (form, fixed, messages)
+        # The largest form within 12% of the budget; else the smallest (at most 64 tokens).
+        if fixed <= min(framing_cap(limit), int(limit * FRAMING_SHARE)):
+            break
+    assert chosen is not None, "at least one form"
+    form, fixed, messages = chosen
+    overhead = fixed + messages * MESSAGE_OVERHEAD_TOKENS
+    pinned = pins_block(pins)
+    pin_tokens = count_tokens(pinned) + _SEPARATOR_TOKENS if pinned else 0
+    content = limit - overhead - pin_tokens
+    if content < MIN_LAYOUT_SUMMARY:
+        return Declined(
+            f"no checkpoint fits: the span holds ~{shadowed_tokens} tokens and the "
+            f"checkpoint budget is {budget}, while its smallest framing takes ~{overhead}"
+            + (f" and the pins ~{pin_tokens}" if pin_tokens else "")
+            + f" tokens, leaving under {MIN_LAYOUT_SUMMARY} for the summary"
+        )
+    block = render_names(
+        names,
+        budget_tokens=int(max(0, content - NAMES_FLOOR) * NAMES_SHARE),
+        count_tokens=count_tokens,
+        visible_text=visible_text,
+    )
+    name_tokens = count_tokens(block) + _SEPARATOR_TOKENS if block else 0
+    return Layout(
+        form=form,
+        budget=limit,
+        fixed_tokens=fixed,
+        pins=tuple(pins),
+        names=tuple(names),
+        names_block=block,
+        summary_tokens=max(MIN_LAYOUT_SUMMARY, content - name_tokens),
+    )
+
+
+def layout_for(
+    view: PlanView,
+    span: tuple[int, int],
+    shadowed_tokens: int,
+    budget: int,
+    *,
+    count_tokens: Callable[[str], int],
+    pointer: bool,
+    checkpoint_class: str | None = None,
+    whole_budget: bool = False,
+) -> Layout | Declined:
+    """:func:`plan_layout` for surface positions ``span`` of ``view``'s current surface.
+
+    The pins are the session's current ones; the names (for a summary checkpoint) are those
+    the span's work touched merged over those the checkpoints inside it carried, and the
+    kept tail (positions after ``span``) and the system prompt are what stays visible.
+    ``whole_budget`` (the state checkpoint of a recallable pass, which replaces more than
+    ``span``) drops the rule that a checkpoint stays under what ``span`` holds.
+    """
+    a, b = span
+    surface = view.surface
+    seqs = surface[a : b + 1]
+    names: list[WorkName] = []
+    visible = ""
+    if checkpoint_class is None:
+        events = [view.event(q) for q in seqs]
+        names = merge_names(_carried_names(view, events), collect_names(events))
+        visible = _visible_text(view, [view.event(q) for q in surface[b + 1 :]])
+    return plan_layout(
+        budget=budget,
+        seqs=seqs,
+        shadowed_tokens=budget + 1 if whole_budget else shadowed_tokens,
+        next_seq=len(view.events),
+        count_tokens=count_tokens,
+        pins=_pins_of(view),
+        names=names,
+        visible_text=visible,
+        pointer=pointer,
+        forms=FOOTER_FORMS,
+        checkpoint_class=checkpoint_class,
+    )
+
+
+_FOLDS: weakref.WeakKeyDictionary[Any, PinFold] = weakref.WeakKeyDictionary()
+"""One incremental pin fold per session: a pass reads only the events since the last one."""
+
+
+def _pins_of(view: PlanView) -> tuple[Pin, ...]:
+    try:
+        fold = _FOLDS.setdefault(view, PinFold())
+    except TypeError:  # a view that cannot be weakly referenced: fold it whole
+        fold = PinFold()
+    return fold.update(view.events)
+
+
+def _carried_names(view: PlanView, span: Sequence[Event]) -> list[WorkName]:
+    """The names the checkpoints inside ``span`` carried (their ``names``), oldest first."""
+    carried: list[WorkName] = []
+    for event in span:
+        checkpoint = checkpoint_of(event, view.events)
+        if checkpoint is None or not checkpoint[1:].isdigit():
+            continue
+        summary = view.event(int(checkpoint[1:]))
+        if summary.type == "compaction/summary":
+            carried = merge_names(carried, names_from_data(summary_payload(summary).get("names")))
+    return carried
+
+
+def _visible_text(view: PlanView, tail: Sequence[Event]) -> str:
+    """The text the request still shows after the pass: system prompt and kept tail."""
+    parts = [view.system_prompt or ""]
+    for event in tail:
+        if not event.is_surface:
+            continue
+        parts.append(event.message.text)
+        parts += [f"{c.name} {c.arguments}" for c in event.message.tool_calls]
+    return "\n".join(parts)

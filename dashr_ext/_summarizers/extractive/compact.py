@@ -1,0 +1,134 @@
+"""The compact checklist a small budget gets: one line per item, no section headings
+(SPEC §5.2).
+
+Under :data:`COMPACT_TOKENS` the headings of eight sections would cost more than most of
+what they head, so the summary is a flat list: the request first, then the user's
+statements, pending asks, the next step, the current work, errors, files and concepts, the
+values and the keyword line. Every line says what it is by how it starts (``Task (seq
+N): …``, ``User rule (seq N): …``, ``Next: …``), so :func:`roles` reads a checklist back
+into the sections it came from and a later pass merges it like a headed summary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from .items import (
+    ANCHOR_KINDS,
+    CONCEPTS,
+    CRITICAL,
+    CURRENT,
+    ERRORS,
+    FILES,
+    KEYWORDS,
+    NEXT,
+    PENDING,
+    REQUEST,
+    VALUES,
+    Item,
+)
+from .text import code, leading_code
+
+__all__ = ["COMPACT_TOKENS", "compact_line", "group_lines", "render_compact", "roles", "shown"]
+
+COMPACT_TOKENS = 320
+"""A summary budget at or below this many tokens gets the compact checklist."""
+_ORDER = (REQUEST, CRITICAL, PENDING, NEXT, CURRENT, ERRORS, FILES, CONCEPTS)
+_QUOTE = re.compile(r"^Original request \(seq (\d+)\), (?:verbatim|excerpt):\n(.*)$", re.S)
+_TASK = re.compile(r"^Task \(seq (\d+)\): (.*)$", re.S)
+_NEXT_HEADS = ("Answer the request of seq", "Mind the ", "Continue from the last command")
+_PENDING_HEADS = ("Request of seq", "The request of seq")
+_CURRENT_HEADS = ("Last assistant message (seq", "Ran `", "Ran ``")
+_REQUEST_HEADS = ("Original request (seq", "Request (seq", "Later request (seq")
+_FILE_BULLET = re.compile(r"^(?:`[^`]+`|`` .+? ``) — \w+ ×\d+")
+_CONCEPT = re.compile(r"^(?:`[^`]+`|`` .+? ``)(?: \(×\d+\))?$")
+
+
+def shown(item: Item) -> str:
+    return item.shown if item.shown is not None else item.text
+
+
+def group_lines(values: Sequence[Item], anchors: dict[str, list[Item]]) -> list[str]:
+    """The ``Values —`` line and the ``Keywords —`` line (each only when it has something)."""
+    lines = []
+    if values:
+        ordered = sorted(values, key=lambda i: i.order)
+        lines.append(f"- {VALUES} " + "; ".join(i.text for i in ordered))
+    groups = [
+        f"{kind}: " + ", ".join(code(a.text) for a in sorted(anchors[kind], key=lambda i: i.order))
+        for kind in ANCHOR_KINDS
+        if kind in anchors
+    ]
+    if groups:
+        lines.append(f"- {KEYWORDS} " + "; ".join(groups))
+    return lines
+
+
+def compact_line(item: Item, text: str) -> str:
+    """The one line ``text`` (what ``item`` shows) takes in a checklist."""
+    quote = _QUOTE.match(text)
+    if quote:
+        body = " ".join(re.sub(r"^\s*>[ ]?", "", line) for line in quote.group(2).splitlines())
+        text = f"Task (seq {quote.group(1)}): {body}"
+    elif item.section == NEXT and not text.startswith(_NEXT_HEADS):
+        text = "Next: " + text
+    elif item.section == PENDING and not text.startswith(_PENDING_HEADS):
+        text = "To do: " + text
+    return " ".join(text.split())
+
+
+def render_compact(headings: Sequence[str], items: Iterable[Item]) -> str:
+    """The checklist of ``items`` (``headings`` unused: a checklist has none)."""
+    by_section: dict[int, list[Item]] = {}
+    values: list[Item] = []
+    anchors: dict[str, list[Item]] = {}
+    for item in items:
+        if item.anchor_kind is not None:
+            anchors.setdefault(item.anchor_kind, []).append(item)
+        elif item.label is not None:
+            values.append(item)
+        else:
+            by_section.setdefault(item.section, []).append(item)
+    lines = [
+        f"- {compact_line(item, shown(item))}"
+        for section in _ORDER
+        for item in sorted(by_section.get(section, []), key=lambda i: i.order)
+    ]
+    lines.extend(group_lines(values, anchors))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def role(bullet: str) -> tuple[int, str]:
+    """The section a checklist line came from, and its text there."""
+    task = _TASK.match(bullet)
+    if task:
+        return REQUEST, f"Original request (seq {task.group(1)}), verbatim:\n  > {task.group(2)}"
+    if bullet.startswith("Next: "):
+        return NEXT, bullet[len("Next: ") :]
+    if bullet.startswith("To do: "):
+        return PENDING, bullet[len("To do: ") :]
+    for section, heads in (
+        (REQUEST, _REQUEST_HEADS),
+        (PENDING, _PENDING_HEADS),
+        (NEXT, _NEXT_HEADS),
+        (CURRENT, _CURRENT_HEADS),
+    ):
+        if bullet.startswith(heads):
+            return section, bullet
+    if _FILE_BULLET.match(bullet):
+        return FILES, bullet
+    if _CONCEPT.match(bullet):
+        return CONCEPTS, bullet
+    if leading_code(bullet) is not None:
+        return ERRORS, bullet
+    return CRITICAL, bullet
+
+
+def roles(bullets: Sequence[str], n_sections: int) -> list[list[str]]:
+    """A checklist's lines by section (see :func:`role`)."""
+    out: list[list[str]] = [[] for _ in range(n_sections)]
+    for bullet in bullets:
+        section, text = role(bullet)
+        out[section].append(text)
+    return out

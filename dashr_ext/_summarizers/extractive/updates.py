@@ -1,0 +1,196 @@
+"""Statements a later one superseded: only current values and plans are shown (SPEC §5.2).
+
+The user's statement bullets (rules, goals, labelled statements, decisions) are compared in
+the order they were said. A later statement replaces an earlier one when it says it
+updates something ("update:", "instead", "actually", "no longer", "change of plan", "scratch
+that", …) and is about the same subject: it shares the subject's words (with the same kind
+of value, or as the same kind of statement), or the same label. Two statements that merely
+look alike stay apart when their subjects are qualified differently ("the project budget"
+and "the travel budget", "the staging URL" and "the production URL"). A plain change of plan
+("scratch that, let's go with Redis") replaces the latest decision before it.
+
+The superseded statement leaves the summary, with the labelled values it alone stated and
+the sentences quoting it in request bullets; with ``show_superseded`` its replacement notes
+it as ``(was: …)``. It stays recallable from the archive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .items import CRITICAL, REQUEST, Item, Items
+from .salience import is_generic_label, label_of, score
+from .text import clip, sentences, words
+
+__all__ = ["supersede"]
+
+_STATEMENT = re.compile(r"^(User (?:rule|goal|decision|note)) \(seq (\d+)\): (.*)$", re.S)
+# Other bullets that state one thing: the assistant's facts, and a request (a short one is
+# all one statement; of a longer one only its values are updated, see .facts).
+_OTHER = re.compile(
+    r"^(Assistant|(?:Later )?[Rr]equest|Original request) \(seq (\d+)\)(?:, verbatim)?:\s*(.*)$",
+    re.S,
+)
+_PLAN_CHANGE = re.compile(
+    r"\b(?:scratch that|change of plans?|on second thought|never ?mind|forget (?:that|what i "
+    r"said)|new plan|let's not)\b",
+    re.I,
+)
+_STOP = words(
+    "the a an and or but of to in on at for with from by about into over under this that these "
+    "those it its is are was were be been being will would should could can may might must "
+    "shall do does did done not no yes now then than also just only very really quite please "
+    "update updated quick small correction change plan instead actually longer let's lets use "
+    "using go going with switch switching keep keeping make sure all any every each our your "
+    "my their we you they i me us them there here what which who when where how scratch "
+    "rather prefer always never note fact rule important user goal state new old current "
+    "later earlier first next last one two three four five six seven eight nine ten hundred "
+    "thousand set stay stays remain remains become becomes start starts today tomorrow"
+)
+_TASK_LABELS = frozenset(
+    {"NEXT STEP", "NEXT STEPS", "CURRENT TASK", "TASK", "STATUS", "PROGRESS", "DONE SO FAR",
+     "STEPS DONE", "STEP DONE", "COMPLETED", "REMAINING", "BLOCKED", "BLOCKED ON", "WAITING ON"}
+)  # fmt: skip
+_ENVIRONMENTS = words("staging stage production prod dev development test testing qa local")
+_VALUE_CLASSES = {
+    "money": re.compile(r"[$€£¥]|\b(?:dollars?|euros?|pounds?|usd|eur|gbp|cents?)\b", re.I),
+    "time": re.compile(
+        r"\b\d+\s*(?:ms|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?)\b|"
+        r"\b(?:seconds?|minutes?|hours?|days?|weeks?)\b",
+        re.I,
+    ),
+    "date": re.compile(
+        r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
+        r"april|may|june|july|august|september|october|november|december|\d{4}-\d\d-\d\d)\b",
+        re.I,
+    ),
+    "url": re.compile(r"https?://|\b[\w-]+\.(?:com|org|net|io|internal|local|dev)\b", re.I),
+    "percent": re.compile(r"%|\bpercent\b", re.I),
+    "version": re.compile(r"\bv?\d+\.\d+(?:\.\d+)?\b"),
+}
+
+
+@dataclass
+class _Said:
+    seq: int
+    item: Item
+    body: str
+    kind: str
+
+
+def _stems(text: str) -> list[str]:
+    return [w[:5] for w in re.findall(r"[a-z][a-z0-9_-]+", text.lower()) if w not in _STOP]
+
+
+def _classes(text: str) -> set[str]:
+    return {name for name, pattern in _VALUE_CLASSES.items() if pattern.search(text)}
+
+
+def _qualifiers(text: str, shared: set[str]) -> set[str]:
+    """The words that qualify a shared subject word ("travel" of "the travel budget")."""
+    out = set()
+    for match in re.finditer(r"\b(?=([a-z][a-z0-9_-]+)[ \t]+([a-z][a-z0-9_-]+))", text.lower()):
+        before, word = match.group(1), match.group(2)
+        if word[:5] in shared and before not in _STOP and before[:5] not in shared:
+            out.add(before)
+    return out
+
+
+def _distinct(old: str, new: str, shared: set[str]) -> bool:
+    """Two statements about differently qualified things (project vs travel budget)."""
+    envs_old = {w for w in re.findall(r"[a-z]+", old.lower()) if w in _ENVIRONMENTS}
+    envs_new = {w for w in re.findall(r"[a-z]+", new.lower()) if w in _ENVIRONMENTS}
+    if envs_old and envs_new and not envs_old & envs_new:
+        return True
+    q_old, q_new = _qualifiers(old, shared), _qualifiers(new, shared)
+    return bool(q_old and q_new and not q_old & q_new)
+
+
+def _replaces(old: _Said, new: _Said, override: bool) -> bool:
+    label_old, label_new = label_of(old.body), label_of(new.body)
+    same_label = (
+        label_old is not None and label_old == label_new and not is_generic_label(label_old)
+    )
+    shared = set(_stems(old.body)) & set(_stems(new.body))
+    if not shared and not same_label:
+        return False
+    if _distinct(old.body, new.body, shared):
+        return False
+    same_value = bool(_classes(old.body) & _classes(new.body))
+    if same_label:
+        return override or same_value or label_old in _TASK_LABELS
+    if not override:
+        return False
+    return len(shared) >= 2 or same_value or old.kind == new.kind
+
+
+def supersede(items: Items, show: bool) -> set[str]:
+    """Drop the user's statements a later one replaced (see the module docstring).
+
+    With ``show`` the replacement keeps ``(was: …)``. Returns the values (literal texts)
+    only superseded statements held, for the keyword line to leave out.
+    """
+    said: list[_Said] = []
+    for item in items.items:
+        if item.section != CRITICAL or item.anchor_kind is not None or item.label is not None:
+            continue
+        match = _STATEMENT.match(item.text)
+        if match:
+            said.append(_Said(int(match.group(2)), item, match.group(3), match.group(1)))
+            continue
+        other = _OTHER.match(item.text) if item.section in (CRITICAL, REQUEST) else None
+        if other:
+            body = re.sub(r"^\s*>[ ]?", "", other.group(3), flags=re.M).strip()
+            if len(sentences(body, min_chars=8)) == 1:
+                said.append(_Said(int(other.group(2)), item, body, other.group(1)))
+    said.sort(key=lambda s: (s.seq, s.item.order))
+    gone: list[tuple[_Said, _Said]] = []
+    dropped: set[int] = set()
+    for j, new in enumerate(said):
+        if new.item.carried:
+            continue  # settled by the pass that kept it
+        salience = score(new.body)
+        earlier = [s for s in said[:j] if id(s.item) not in dropped]
+        target = next((s for s in reversed(earlier) if _replaces(s, new, salience.override)), None)
+        if target is None and _PLAN_CHANGE.search(new.body):
+            target = next((s for s in reversed(earlier) if s.kind == "User decision"), None)
+        if target is not None:
+            dropped.add(id(target.item))
+            gone.append((target, new))
+    if not gone:
+        return set()
+    for old, new in gone:
+        items.remove(old.item)
+        if show:
+            note = f" (was: {clip(old.body, 100)})"
+            new.item.text += note
+            new.item.variants = tuple(v + note for v in new.item.variants)
+    return _forget(items, [old.body for old, _ in gone])
+
+
+def _forget(items: Items, bodies: list[str]) -> set[str]:
+    """Take superseded statements out of request bullets and the labelled values."""
+    old_sentences = {s for body in bodies for s in sentences(body, min_chars=8)}
+    kept_text = " ".join(i.text for i in items.items if i.label is None and i.anchor_kind is None)
+    stale: set[str] = set()
+    for item in list(items.items):
+        if item.label is not None and item.value is not None:
+            if any(item.value in body for body in bodies) and item.value not in kept_text:
+                stale.add(item.value)
+                items.remove(item)
+        elif item.section == REQUEST and item.anchor_kind is None:
+            text = item.text
+            for sentence in old_sentences:
+                text = text.replace(sentence, "").replace("  ", " ")
+            if text != item.text:
+                if not re.search(r"[A-Za-z]{3}", text.split(":", 1)[-1].replace(">", "")):
+                    items.remove(item)
+                    continue
+                item.text = text
+                item.variants = tuple(v for v in item.variants if not _holds(v, old_sentences))
+    return stale
+
+
+def _holds(text: str, old: set[str]) -> bool:
+    return any(s in text for s in old)

@@ -1,0 +1,183 @@
+"""The extractive summarizer keeps what matters at small budgets, once, and only current."""
+
+from __future__ import annotations
+
+from corpus_events import assistant, user
+
+from dashr_ext._events import Event
+from dashr_ext._meter import TokenMeter
+from dashr_ext._summarizers.base import SummaryRequest
+from dashr_ext._summarizers.extractive import ExtractiveSummarizer
+
+METER = TokenMeter()
+
+
+def summarize(
+    span: list[Event], budget: int, previous: str | None = None, show: bool = False
+) -> str:
+    request = SummaryRequest(
+        span=span,
+        previous_summary=previous,
+        max_summary_tokens=budget,
+        prefix_messages=[],
+        count_tokens=METER.count_text,
+        show_superseded=show,
+    )
+    text = ExtractiveSummarizer().summarize(request).text
+    assert METER.count_text(text) <= budget
+    return text
+
+
+def chat(*lines: str) -> list[Event]:
+    """Alternating user/assistant events; the assistant only acknowledges."""
+    events: list[Event] = []
+    for i, line in enumerate(lines):
+        events.append(user(2 * i + 1, line))
+        events.append(assistant(2 * i + 2, "Okay, noted. Continuing."))
+    return events
+
+
+def test_filler_never_displaces_a_labelled_statement_or_a_rule() -> None:
+    span = chat(
+        "Morning! Hope your week is off to a good start.",
+        "Side note: my cat knocked over a plant today.",
+        "CONSTRAINT: the export job may only run between 01:00 and 03:00 UTC.",
+        "lol anyway",
+        "Under no circumstances rotate the signing key without telling Priya.",
+        "DEPLOY TARGET: cluster eu-west-2b, namespace billing-prod.",
+    )
+    text = summarize(span, 90)
+    assert "CONSTRAINT: the export job" in text
+    assert "rotate the signing key" in text
+    assert "DEPLOY TARGET" in text
+    assert "cat knocked" not in text and "Hope your week" not in text
+    assert "Continuing" not in text
+
+
+def test_a_greeting_or_trivia_is_never_quoted_as_the_task() -> None:
+    span = chat(
+        "Hey, good morning to you!",
+        "Our CI runners are in Frankfurt.",
+        "Could you port the nightly report script to the new scheduler?",
+    )
+    text = summarize(span, 120)
+    assert "Task (seq 5): Could you port the nightly report" in text
+    assert "Task (seq 1)" not in text and "Task (seq 3)" not in text
+
+
+def test_a_statement_said_twice_is_kept_once_citing_the_latest_seq() -> None:
+    span = chat(
+        "Always run the linter before you commit.",
+        "Refactor the parser module please.",
+        "Always run the linter before you commit!",
+    )
+    text = summarize(span, 200)
+    assert text.lower().count("always run the linter before you commit") == 1
+    assert "(seq 5): Always run the linter" in text
+
+
+def test_a_statement_the_carried_text_holds_is_not_repeated() -> None:
+    span = chat("Never force-push to the release branch.", "Please tidy up the imports.")
+    request = SummaryRequest(
+        span=span,
+        previous_summary=None,
+        max_summary_tokens=200,
+        prefix_messages=[],
+        count_tokens=METER.count_text,
+        carried="Pinned: Never force-push to the release branch.",
+    )
+    text = ExtractiveSummarizer().summarize(request).text
+    assert "force-push" not in text
+    assert "tidy up the imports" in text
+
+
+def test_an_override_in_other_words_replaces_the_earlier_statement() -> None:
+    span = chat(
+        "Please build the ingest service.",
+        "The monthly hosting spend limit is $1200.",
+        "Change of plan on money: hosting spend must stay below seven hundred dollars.",
+        "We'll store events in MongoDB.",
+        "On second thought, go with Kafka instead, since ops already runs it.",
+    )
+    text = summarize(span, 200)
+    assert "seven hundred dollars" in text
+    assert "$1200" not in text
+    assert "Kafka instead, since ops already runs it" in text
+    assert "MongoDB" not in text
+    assert "(was" not in text
+
+
+def test_look_alike_distinct_items_both_survive() -> None:
+    span = chat(
+        "Please prepare the quarterly plan.",
+        "The marketing budget is $40,000.",
+        "Update: the hardware budget is now $15,000.",
+        "FACT: the staging endpoint is https://stage.acme.internal/api.",
+        "FACT: the production endpoint is https://api.acme.com/v3.",
+    )
+    text = summarize(span, 240)
+    assert "$40,000" in text and "$15,000" in text
+    assert "stage.acme.internal" in text and "api.acme.com" in text
+
+
+def test_superseded_values_show_only_when_asked() -> None:
+    span = chat(
+        "Set up the payout job.",
+        "The payout cap is $390.",
+        "Update: the payout cap is now $450.",
+    )
+    plain = summarize(span, 200)
+    assert "(was" not in plain and "$390" not in plain and "$450" in plain
+    shown = summarize(span, 200, show=True)
+    assert "(was" in shown and "$390" in shown
+
+
+def test_five_merges_at_a_fixed_budget_keep_everything_of_the_first_pass() -> None:
+    span = chat(
+        "Please migrate the billing tables to the new schema.",
+        "RULE: every migration needs a rollback script.",
+        "I prefer small PRs, one table each.",
+        "Never touch the invoices table on weekdays.",
+        "Let's go with Alembic instead of raw SQL because the team knows it.",
+        "Next step: draft the accounts migration.",
+    )
+    budget = 160
+    first = summarize(span, budget)
+    lines = [line for line in first.splitlines() if line.startswith("- ")]
+    previous = first
+    for _ in range(4):
+        previous = summarize([], budget, previous=previous)
+        for line in lines:
+            assert line in previous.splitlines(), line
+
+
+def test_small_budgets_get_a_compact_checklist_without_headings() -> None:
+    span = chat("Please add retries to the uploader.", "Never retry more than 5 times.")
+    text = summarize(span, 100)
+    assert "## " not in text and "verbatim" not in text
+    assert all(line.startswith("- ") for line in text.splitlines())
+    assert "## " in summarize(span, 2000)
+
+
+def test_a_checkpoint_recorded_as_a_fresh_sessions_input_is_read_back_as_a_summary() -> None:
+    first = summarize(
+        chat("Please migrate the cron jobs.", "RULE: never touch the billing schema."), 200
+    )
+    framed = f'{first}\n[checkpoint c7 #2–9, 4 events: history_read("c7")]'
+    again = summarize([user(1, framed), assistant(2, "Okay.")], 200)
+    assert again.count("never touch the billing schema") == 1
+    assert "[checkpoint c7" not in again and "Request (seq 1)" not in again
+
+
+def test_a_status_nudge_is_never_the_task_and_the_assistant_updates_a_value() -> None:
+    span = [
+        user(1, "Any progress?"),
+        assistant(2, "Still reading."),
+        user(3, "The replica host is ro-7.db.internal."),
+        assistant(4, "Quick update: the replica host changed to ro-9.db.internal."),
+        user(5, "Keep going."),
+        assistant(6, "Okay."),
+    ]
+    text = summarize(span, 120)
+    assert "Any progress" not in text and "Keep going" not in text
+    assert "ro-9.db.internal" in text and "ro-7.db.internal" not in text
