@@ -28,6 +28,7 @@ from ._compaction.report import pruned_names, still_above
 from ._jsontext import arguments_object
 from ._plaintext import ShownAsText
 from .agent import AgentReply
+from .errors import CompactionError
 
 if TYPE_CHECKING:
     from ._compaction.prune import PruneResult
@@ -116,6 +117,7 @@ def status_report(c: Dashr) -> Report:
     trigger = cfg.trigger_tokens
     cps = c.checkpoints()
     current = [cp.id for cp in cps if cp.superseded_by is None]
+    pins = c.pins()
     archive_bytes = len(json.dumps(c.archive, ensure_ascii=False, default=str).encode("utf-8"))
     anchored = " (anchored on the provider's usage report)" if measured.anchored else ""
     rows: list[tuple[str, object]] = [
@@ -149,6 +151,8 @@ def status_report(c: Dashr) -> Report:
             f"{len(cps)}" + (f" (current: {', '.join(current)})" if current else ""),
         ),
         ("archive", f"{len(c.archive)} entries, ~{_size(archive_bytes)}"),
+        ("checkpoint budget", f"{cfg.summary_budget} tokens (framing, pins, names, summary)"),
+        ("pins", f"{len(pins)}" + (f" ({', '.join(p.id for p in pins)})" if pins else "")),
     ]
     return Report.of(f"dashr status — session {s.id}", rows, kind="status")
 
@@ -168,7 +172,15 @@ def dry_run_report(c: Dashr) -> Report:
             counted=measured.counted - saved,
             nodes=[(q, sizes.get(p, t)) for p, (q, t) in enumerate(measured.nodes)],
         )
-        plan = c.engine.plan("manual", pruned)
+        try:
+            plan = c.engine.plan("manual", pruned)
+        except CompactionError as exc:  # declined: no checkpoint fits under the span
+            return Report.of(
+                "dry run: %compact would decline",
+                [("reason", str(exc)), ("request tokens", f"~{measured.total}")],
+                ("nothing was committed",),
+                kind="compact",
+            )
     prune_rows: list[tuple[str, object]] = []
     if items:
         label = "seq" if len(items) == 1 else "seqs"

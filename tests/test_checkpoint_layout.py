@@ -172,3 +172,24 @@ def test_the_smallest_spans_decline_with_the_sizes(tmp_path: Path) -> None:
     assert len(d.session) == before
     # The pressure check declines quietly (no pass starts, nothing is recorded).
     assert d.engine.last_decline is not None
+
+
+def test_status_names_the_budget_and_pins_and_a_dry_run_says_a_pass_would_decline(
+    tmp_path: Path,
+) -> None:
+    from dashr_ext._display import dry_run_report, status_report
+
+    config = CompactionConfig(recency_window_tokens=2_000, retain_tokens=5)
+    d = Dashr.create(tmp_path / "s.jsonl", config=config)
+    d.record_openai({"role": "user", "content": "Hi."})
+    d.record_openai({"role": "assistant", "content": "Hello."})
+    d.record_openai({"role": "user", "content": "Go."})
+    pin = d.pin("Never push to main.")
+    status = str(status_report(d))
+    assert f"pins               1 ({pin.id})" in status
+    assert f"checkpoint budget  {config.summary_budget} tokens" in status
+    before = d.session.path.read_bytes()
+    report = str(dry_run_report(d))
+    assert report.startswith("dry run: %compact would decline")
+    assert "no checkpoint fits" in report and "the pins ~" in report
+    assert d.session.path.read_bytes() == before

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corpus_events import assistant, user
+from corpus_events import assistant, tool, user
 
 from dashr_ext._events import Event
 from dashr_ext._meter import TokenMeter
@@ -71,9 +71,11 @@ def test_a_statement_said_twice_is_kept_once_citing_the_latest_seq() -> None:
         "Refactor the parser module please.",
         "Always run the linter before you commit!",
     )
-    text = summarize(span, 200)
+    text = summarize(span, 200)  # a checklist: the statement alone, once
     assert text.lower().count("always run the linter before you commit") == 1
-    assert "(seq 5): Always run the linter" in text
+    headed = summarize(span, 400)  # headed sections cite where it was said
+    assert headed.lower().count("always run the linter before you commit") == 1
+    assert "(seq 5): Always run the linter" in headed
 
 
 def test_a_statement_the_carried_text_holds_is_not_repeated() -> None:
@@ -181,3 +183,54 @@ def test_a_status_nudge_is_never_the_task_and_the_assistant_updates_a_value() ->
     text = summarize(span, 120)
     assert "Any progress" not in text and "Keep going" not in text
     assert "ro-9.db.internal" in text and "ro-7.db.internal" not in text
+
+
+def test_an_update_naming_its_subject_otherwise_replaces_the_one_value_of_its_shape() -> None:
+    span = chat(
+        "The cache node is cache-04.lan.example.internal.",
+        "Our mail relay is smtp-2.lan.example.internal.",
+        "Please tidy the deploy notes.",
+        "Change of plan: the hot keys now live on cache-19.lan.example.internal.",
+    )
+    text = summarize(span, 160)
+    assert "cache-19.lan.example.internal" in text
+    assert "cache-04.lan.example.internal" not in text
+    assert "smtp-2.lan.example.internal" in text  # another shape of host: kept apart
+
+
+def test_a_question_about_what_happened_is_not_quoted_as_the_task() -> None:
+    from dashr_ext._summarizers.extractive.salience import reads_as_request
+
+    assert not reads_as_request("Did you watch the final yesterday? Unreal ending.")
+    assert not reads_as_request("Have you tried the new bakery downstairs?")
+    assert reads_as_request("Could you move the cron jobs to the scheduler?")
+    assert reads_as_request("Did you run the migrations? Please check the logs.")
+
+
+def test_a_checklist_shows_statements_without_heads_and_reads_them_back_at_their_rank() -> None:
+    from dashr_ext._summarizers.extractive.items import CRITICAL
+    from dashr_ext._summarizers.extractive.sections import _carried_priority
+
+    span = chat("Refactor the billing module, please.", "Never merge on a Friday afternoon.")
+    text = summarize(span, 120)
+    assert "- Never merge on a Friday afternoon." in text
+    assert "User rule" not in text
+    headed = summarize(span, 900)
+    rule = next(line for line in headed.splitlines() if "Never merge" in line)
+    assert _carried_priority(CRITICAL, rule[2:]) == _carried_priority(
+        CRITICAL, "Never merge on a Friday afternoon."
+    )
+
+
+def test_a_labelled_line_a_tool_printed_is_kept_over_listing_rows() -> None:
+    span = [
+        user(1, "Go through the repo notes, please."),
+        assistant(2, "Reading them.", calls=[("c1", "bash", {"command": "cat TODO.txt"})]),
+        tool(3, "c1", "4be1f0a parser cleanup\nTODO: drop the legacy importer.\nlxml 5.2.1"),
+        assistant(4, "Okay."),
+    ]
+    text = summarize(span, 28)
+    assert "TODO: drop the legacy importer." in text
+    assert "4be1f0a parser cleanup" not in text and "lxml" not in text
+    roomy = summarize(span, 400)  # rows of the listing fill what room is left
+    assert "TODO: drop the legacy importer." in roomy

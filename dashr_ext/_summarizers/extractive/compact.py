@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from .anchors import typed_literals
 from .items import (
     ANCHOR_KINDS,
     CONCEPTS,
@@ -30,7 +31,15 @@ from .items import (
 )
 from .text import code, leading_code
 
-__all__ = ["COMPACT_TOKENS", "compact_line", "group_lines", "render_compact", "roles", "shown"]
+__all__ = [
+    "COMPACT_TOKENS",
+    "compact_line",
+    "compact_rank",
+    "group_lines",
+    "render_compact",
+    "roles",
+    "shown",
+]
 
 COMPACT_TOKENS = 320
 """A summary budget at or below this many tokens gets the compact checklist."""
@@ -41,6 +50,12 @@ _NEXT_HEADS = ("Answer the request of seq", "Mind the ", "Continue from the last
 _PENDING_HEADS = ("Request of seq", "The request of seq")
 _CURRENT_HEADS = ("Last assistant message (seq", "Ran `", "Ran ``")
 _REQUEST_HEADS = ("Original request (seq", "Request (seq", "Later request (seq")
+_STATEMENT_HEAD = re.compile(
+    r"^(?:User (?:rule|goal|decision|note)|Assistant|Printed by `[^`]*`|Context) \(seq \d+\): |"
+    r"^Decision: "
+)
+"""The head of a statement bullet of Critical Context: a checklist shows the statement alone
+(a line read back without a head is a statement, see :func:`role`)."""
 _FILE_BULLET = re.compile(r"^(?:`[^`]+`|`` .+? ``) — \w+ ×\d+")
 _CONCEPT = re.compile(r"^(?:`[^`]+`|`` .+? ``)(?: \(×\d+\))?$")
 
@@ -75,7 +90,44 @@ def compact_line(item: Item, text: str) -> str:
         text = "Next: " + text
     elif item.section == PENDING and not text.startswith(_PENDING_HEADS):
         text = "To do: " + text
+    elif item.section == CRITICAL and item.label is None and item.anchor_kind is None:
+        text = _STATEMENT_HEAD.sub("", text, count=1)
     return " ".join(text.split())
+
+
+VALUE_PRIORITY = 93.0
+"""A labelled value's least priority in a checklist: the pair is the cheapest way to keep it."""
+RECORD_PRIORITY = 30.0
+"""The most a record of the work (commands run, files, concepts, the last message without a
+value) ranks in a checklist: the archive keeps it, the statements come first."""
+_RECORD = ("Ran `", "Ran ``", "Command run ×", "Last assistant message (seq")
+
+
+_PRINTED = re.compile(r"^Printed by `[^`]*` \(seq \d+\): (.*)$", re.S)
+_STATES = re.compile(r"[:=]|\b(?:is|are|was|were|must|never|always|should|will)\b", re.I)
+
+
+def _row(text: str) -> bool:
+    """A line a tool printed that is a row of a listing (``3f12d68 fix parser``,
+    ``requests 2.31.0``), not a statement: it names no key and says nothing of it."""
+    printed = _PRINTED.match(text)
+    return printed is not None and _STATES.search(printed.group(1)) is None
+
+
+def compact_rank(items: Iterable[Item]) -> None:
+    """Re-rank ``items`` for a checklist: labelled values before statements, the record of
+    the work (commands, files, concepts, a last message stating no value) after them."""
+    for item in items:
+        if item.anchor_kind is not None:
+            continue
+        if item.label is not None:
+            item.priority = max(item.priority, VALUE_PRIORITY)
+        elif (
+            item.section in (FILES, CONCEPTS)
+            or _row(item.text)
+            or (item.text.startswith(_RECORD) and not typed_literals(item.text.split("): ", 1)[-1]))
+        ):
+            item.priority = min(item.priority, RECORD_PRIORITY + item.priority * 0.01)
 
 
 def render_compact(headings: Sequence[str], items: Iterable[Item]) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .anchors import bounded, typed_literals
 from .items import CRITICAL, NEXT, PENDING, VALUES, Item, Items
-from .salience import score
+from .salience import overrides, score
 from .text import SECRET_KEY, code, sentences, words
 
 __all__ = ["Fact", "Facts", "parse_values", "render_fact", "rewrite", "statements"]
@@ -204,9 +204,15 @@ class Facts:
         return {w: f for f in self.facts for w in f.was if w not in now}
 
     def read(self, text: str, order: float, source: int) -> None:
-        """Record every statement of ``text`` (see :func:`statements`)."""
-        for i, (label, value, was, cue) in enumerate(statements(text, source)):
+        """Record every statement of ``text`` (see :func:`statements`); an update that names
+        its subject in other words updates the one earlier value of the same shape."""
+        found = statements(text, source)
+        if source in (0, 1, 2):
+            found += self._updates(text, {v for _, v, _, _ in found})
+        for i, (label, value, was, cue) in enumerate(found):
             known = self._find(_key(label), label, True) is not None
+            if not known and not cue and overrides(text) and score(text).override:
+                cue = True
             if cue and not known:
                 named = self._named(text, value, _key(label))
                 label, known = named or label, named is not None
@@ -217,6 +223,24 @@ class Facts:
             ):
                 continue  # the assistant's prose updates a value; it states new ones as facts
             self.state(label, value, order + i * 1e-4, source, cue, was)
+
+    def _updates(self, text: str, taken: set[str]) -> list[tuple[str, str, tuple[str, ...], bool]]:
+        """The updates of ``text`` that :func:`statements` reads no label for ("let's go with
+        2027-10-17 for the freeze instead"): a sentence saying it overrides, holding one
+        value, whose shape (:func:`_shape_of`) an earlier value has."""
+        out: list[tuple[str, str, tuple[str, ...], bool]] = []
+        if not self.facts or not overrides(text):
+            return out
+        for sentence in sentences(bounded(text)):
+            if not overrides(sentence) or not score(sentence).override:
+                continue
+            values = [lit.value for lit in typed_literals(sentence) if lit.type in _FACT_TYPES]
+            if len(values) != 1 or values[0] in taken:
+                continue
+            label = self._named(sentence, values[0])
+            if label is not None:
+                out.append((label, values[0], (), True))
+        return out
 
     def _named(self, text: str, value: str, key: tuple[str, ...] = ()) -> str | None:
         """The label of a value of the same type that an update names by its key word ("we
@@ -230,6 +254,18 @@ class Facts:
                 if key and _qualified_apart(key, fact.key):
                     continue  # "the hardware budget" is not "the marketing budget"
                 return fact.label
+        # No key word: the one earlier value of the same shape (the subject words it shares,
+        # among several), as "switch the reads to db-9.internal" updates the one db host.
+        shape = _shape_of(value)
+        alike = [f for f in self.facts if _shape_of(f.value) == shape and f.value != value]
+        if key:  # "the travel budget" names another budget than "the project budget"
+            alike = [
+                f for f in alike if _head(f.key) != _head(key) or not _qualified_apart(key, f.key)
+            ]
+        for pool in ([f for f in alike if said & set(f.key)], alike):
+            labels = {f.label for f in pool}
+            if len(labels) == 1:
+                return labels.pop()
         return None
 
     def add_to(self, items: Items, limits: dict[int, int], show_superseded: bool = False) -> None:
@@ -275,6 +311,20 @@ class Facts:
 def _type_of(value: str) -> str | None:
     found = typed_literals(value)
     return found[0].type if len(found) == 1 and found[0].value == value else None
+
+
+def _shape_of(value: str) -> str | None:
+    """What kind of value ``value`` is, finely: its type, with a number's unit and a host's
+    or address's leading name ("number ms", "host pg")."""
+    kind = _type_of(value)
+    if kind is None:
+        return None
+    if kind == "number":
+        return kind + " " + re.sub(r"[\d.,\s]+", "", value).lower()
+    if kind in ("host", "email", "path"):
+        lead = re.match(r"(?:\w+://)?/?([A-Za-z]+)", value)
+        return kind + " " + (lead.group(1).lower() if lead else "")
+    return kind
 
 
 def render_fact(fact: Fact, show_superseded: bool = True) -> str:

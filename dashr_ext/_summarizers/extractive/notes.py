@@ -15,7 +15,8 @@ import re
 from .anchors import LITERAL_WEIGHTS, typed_literals
 from .items import CRITICAL, Items
 from .reading import Span
-from .salience import score, substance
+from .requests import statement_priority
+from .salience import label_of, score, substance
 from .text import clip, command_label, one_line, prose, sentences
 
 __all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed", "printed_facts"]
@@ -143,6 +144,18 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     return out
 
 
+def _labelled_lines(text: str) -> list[str]:
+    """The lines of a tool output that open with an upper-case label (``TODO: …``): notes
+    a file states, unless the output is a listing of them (more than a few)."""
+    found = []
+    for line in text.splitlines()[:_LINES_READ]:
+        line = line.strip().lstrip("-*# ").strip()
+        label = label_of(line) if 8 < len(line) <= 200 else None
+        if label is not None and label.isupper() and not score(line).trivial:
+            found.append(line)
+    return found if len(found) <= _MAX_PRINTED else []
+
+
 _FACT_BULLET = re.compile(r"^(Assistant|Printed by `[^`]*`) \(seq \d+\): (.*)$", re.S)
 
 
@@ -171,6 +184,11 @@ def add_said_facts(items: Items, span: Span) -> None:
     for seq, command, text in span.tool_outputs:
         _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"
+        for line in _labelled_lines(text):  # a file's "TODO: …", "RULE: …" lines
+            key = "\0printed\0" + line
+            found.pop(key, None)
+            priority = statement_priority(line) or FACT_PRIORITY
+            found[key] = (priority, seq, f"Printed by `{label}` (seq {seq}): {clip(line, 160)}")
         for line in lines:
             key = "\0printed\0" + _shape(line)
             found.pop(key, None)

@@ -9,7 +9,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ...errors import SummarizerError
-from .compact import COMPACT_TOKENS, compact_line, group_lines, render_compact, roles, shown
+from .compact import (
+    COMPACT_TOKENS,
+    compact_line,
+    compact_rank,
+    group_lines,
+    render_compact,
+    roles,
+    shown,
+)
 from .items import (
     CRITICAL,
     CURRENT,
@@ -161,6 +169,8 @@ def fit(
     :class:`~dashr_ext.errors.SummarizerError` when a heading and a short bullet cannot fit.
     """
     said = _Said(carried)
+    if not layout.headed:
+        compact_rank(items.items)
     ranked = [i for i in sorted(items.items, key=lambda i: (-i.priority, i.order))]
     if not ranked:
         return _nothing(layout, count, budget)
@@ -214,9 +224,9 @@ _STATEMENTS = frozenset({REQUEST, PENDING, NEXT, CURRENT, CRITICAL})
 
 
 def _unrepeated(kept: list[Item], layout: Layout) -> list[Item]:
-    """``kept`` without the labelled values a kept bullet already shows: in a checklist a
-    fact is said once (a value with its earlier ones, ``show_superseded``, stays; headed
-    sections keep the ``Values —`` line whole, as an index)."""
+    """``kept`` without the labelled values and keyword anchors a kept bullet already shows:
+    in a checklist a fact is said once (a value with its earlier ones, ``show_superseded``,
+    stays; headed sections keep the ``Values —`` line whole, as an index)."""
     if layout.headed:
         return kept
     bullets = " ".join(
@@ -232,7 +242,13 @@ def _unrepeated(kept: list[Item], layout: Layout) -> list[Item]:
             or re.search(rf"(?<![\w.$€£¥]){re.escape(value)}(?!\w|\.\d)", bullets) is not None
         )
 
-    return [i for i in kept if i.label is None or " (was " in i.text or not shows(i.value or "\0")]
+    return [
+        i
+        for i in kept
+        if (i.anchor_kind is not None and not shows(i.text))
+        or (i.anchor_kind is None and i.label is None)
+        or (i.label is not None and (" (was " in i.text or not shows(i.value or "\0")))
+    ]
 
 
 class _Said:

@@ -231,6 +231,12 @@ def score(sentence: str) -> Salience:
     return Salience(total, rule, goal, decision, update, values, False, label, override, task_state)
 
 
+def overrides(text: str) -> bool:
+    """Whether ``text`` holds an override cue ("scratch that", "instead", "update:"): a cheap
+    test before its sentences are scored."""
+    return _OVERRIDE.search(text) is not None
+
+
 def label_of(sentence: str) -> str | None:
     """The label a sentence opens with, upper-cased (``GOAL STATE`` of "GOAL STATE: …")."""
     found = _LABEL.match(sentence.strip())
@@ -255,6 +261,9 @@ _ASKS = re.compile(
 )
 
 
+_PAST_QUESTION = re.compile(r"^(?:did|have|has|were|was) (?:you|we|they|it)\b[^?]*\?$", re.I)
+
+
 def reads_as_request(text: str) -> bool:
     """Whether a message asks for something: an imperative, a question, "I need", "please …".
 
@@ -266,6 +275,8 @@ def reads_as_request(text: str) -> bool:
         if salience.trivial:
             continue
         body = _LABEL.sub("", sentence, count=1) if salience.label else sentence
+        if _PAST_QUESTION.match(body.strip()) and not substance(salience):
+            continue  # "did you see …?": a question about what happened, not an ask
         if _IMPERATIVE.match(body.strip()) or _ASKS.search(body):
             return True
     if len(text) <= len(bounded(text)):

@@ -140,6 +140,13 @@ def _carried_priority(section: int, bullet: str) -> float:
             return FACT_PRIORITY
         if bullet.startswith("Decision: "):
             return 50.0 + min(score(bullet).score, 14.0)
+        if not bullet.startswith(("Command run ×", "Context (seq")):
+            # A checklist line shows a statement without its head: ranked by what it says.
+            found = statement_priority(bullet)
+            if found is not None:
+                return found + 0.001
+            if substance(score(bullet)) > 0:
+                return FACT_PRIORITY
         return 48.0
     if section == PENDING:
         return 80.0 if bullet.startswith("Request of seq") else 58.0
