@@ -311,10 +311,22 @@ class Dashr:
 
     @config.setter
     def config(self, value: CompactionConfig) -> None:
-        """Change the settings; the change is recorded in the log (a ``config/change``)."""
+        """Change the settings; the change is recorded in the log (a ``config/change``).
+
+        Settings whose checkpoint budget leaves the current pins no room are refused with
+        :class:`~dashr_ext.errors.PinError` (naming both sizes), the log unchanged.
+        """
         if not isinstance(value, CompactionConfig):
             raise ConfigError("config", "a CompactionConfig", value)
         with self.session.lock:
+            problem = fit_problem(
+                self.pins(),
+                value.summary_budget,
+                self.meter.count_text,
+                max_summary_tokens=value.max_summary_tokens,
+            )
+            if problem is not None:  # every later pass would decline
+                raise PinError(f"these settings leave the pins no room: {problem}")
             self._record_settings(value, self._recall_config)
             self._config = value
             self.engine = self._make_engine()

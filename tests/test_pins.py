@@ -377,3 +377,15 @@ def test_three_pins_survive_five_passes_verbatim_at_the_tightest_budget(tmp_path
         text = d.session.event(d.checkpoints()[-1].node_seq).message.text
         assert dropped.text not in text
         assert pins_block(d.pins()) in text
+
+
+def test_settings_that_leave_the_pins_no_room_are_refused_with_both_sizes(tmp_path: Path) -> None:
+    config = CompactionConfig(recency_window_tokens=6000, retain_tokens=1500)
+    with Dashr.create(tmp_path / "s.jsonl", config=config) as d:
+        d.pin("Never push to main; " + "keep every release branch protected. " * 8)
+        before = d.session.path.read_bytes()
+        with pytest.raises(PinError, match=r"leave the pins no room: pins would take ~\d+ tokens"):
+            d.config = config.with_changes(max_summary_tokens=64)
+        assert d.session.path.read_bytes() == before and d.config == config
+        d.config = config.with_changes(max_summary_tokens=1024)  # room enough: recorded
+        assert d.config.max_summary_tokens == 1024

@@ -185,8 +185,8 @@ class Facts:
             if _is_config(fact.label):
                 continue
             short, long_ = sorted((key, fact.key), key=len)
-            if long_[-len(short) :] == short:
-                return fact
+            if long_[-len(short) :] == short or (len(short) > 1 and long_[: len(short)] == short):
+                return fact  # "the freeze" or "the code freeze" is "the code freeze date"
             if _stem(_head(key)) == _stem(_head(fact.key)) and not _qualified_apart(key, fact.key):
                 return fact
         return None

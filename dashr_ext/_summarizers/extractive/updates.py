@@ -37,6 +37,23 @@ _PLAN_CHANGE = re.compile(
     r"said)|new plan|let's not)\b",
     re.I,
 )
+_KIND_REF = re.compile(
+    r"\b(?:that|this|th[ei]s? (?:earlier|previous|old|last|first|original)|my (?:earlier|"
+    r"previous|last|first|original)|earlier|previous)\s+(rule|constraint|task|goal|plan|"
+    r"preference|decision)s?\b|\b(rule|constraint|task|goal|preference|decision)s? on that\b",
+    re.I,
+)
+"""An update that names the kind of statement it replaces ("change of plan on that rule",
+"forget the earlier task"): without shared subject words it replaces the latest of that kind."""
+_KINDS_OF_REF = {
+    "rule": ("User rule",),
+    "constraint": ("User rule",),
+    "preference": ("User rule", "User note"),
+    "task": ("Original request", "Request", "Later request", "request", "User goal"),
+    "goal": ("User goal", "Original request", "Request", "Later request", "request"),
+    "plan": ("User decision", "User goal"),
+    "decision": ("User decision",),
+}
 _STOP = words(
     "the a an and or but of to in on at for with from by about into over under this that these "
     "those it its is are was were be been being will would should could can may might must "
@@ -125,25 +142,55 @@ def _replaces(old: _Said, new: _Said, override: bool) -> bool:
     return len(shared) >= 2 or same_value or old.kind == new.kind
 
 
-def supersede(items: Items, show: bool) -> set[str]:
-    """Drop the user's statements a later one replaced (see the module docstring).
+def _kind_of(body: str) -> str:
+    """The kind of a statement read back without its head (a checklist line)."""
+    salience = score(body)
+    if salience.is_rule:
+        return "User rule"
+    if salience.decision or salience.override:
+        return "User decision"
+    return "User goal" if salience.goal else "User note"
 
-    With ``show`` the replacement keeps ``(was: …)``. Returns the values (literal texts)
-    only superseded statements held, for the keyword line to leave out.
-    """
+
+def _said(items: Items) -> list[_Said]:
+    """The statements that may be replaced, in the order they were said: the user's
+    statement bullets, one-statement requests and facts, and the statements a previous
+    checklist carried without a head (as said before everything of the span)."""
     said: list[_Said] = []
     for item in items.items:
-        if item.section != CRITICAL or item.anchor_kind is not None or item.label is not None:
+        if item.section not in (CRITICAL, REQUEST) or item.anchor_kind or item.label:
             continue
         match = _STATEMENT.match(item.text)
         if match:
-            said.append(_Said(int(match.group(2)), item, match.group(3), match.group(1)))
+            if item.section == CRITICAL:
+                said.append(_Said(int(match.group(2)), item, match.group(3), match.group(1)))
             continue
-        other = _OTHER.match(item.text) if item.section in (CRITICAL, REQUEST) else None
+        other = _OTHER.match(item.text)
         if other:
             body = re.sub(r"^\s*>[ ]?", "", other.group(3), flags=re.M).strip()
             if len(sentences(body, min_chars=8)) == 1:
                 said.append(_Said(int(other.group(2)), item, body, other.group(1)))
+        elif item.carried and item.section == CRITICAL and "(seq " not in item.text[:60]:
+            said.append(_Said(-1, item, item.text, _kind_of(item.text)))
+    return said
+
+
+def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
+    """The latest earlier statement of the kind ``new`` names ("that rule")."""
+    ref = _KIND_REF.search(new.body)
+    if ref is None:
+        return None
+    kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2)).lower()]
+    return next((s for s in reversed(earlier) if s.kind in kinds), None)
+
+
+def supersede(items: Items, show: bool) -> set[str]:
+    """Drop the user's statements a later one replaced (see the module docstring).
+
+    With ``show`` the replacement keeps ``(was: …)``. Returns the values (literal texts)
+    superseded statements held that no current statement says, for no line to show.
+    """
+    said = _said(items)
     said.sort(key=lambda s: (s.seq, s.item.order))
     gone: list[tuple[_Said, _Said]] = []
     dropped: set[int] = set()
@@ -153,6 +200,8 @@ def supersede(items: Items, show: bool) -> set[str]:
         salience = score(new.body)
         earlier = [s for s in said[:j] if id(s.item) not in dropped]
         target = next((s for s in reversed(earlier) if _replaces(s, new, salience.override)), None)
+        if target is None and (salience.override or _PLAN_CHANGE.search(new.body)):
+            target = _by_kind(new, earlier)
         if target is None and _PLAN_CHANGE.search(new.body):
             target = next((s for s in reversed(earlier) if s.kind == "User decision"), None)
         if target is not None:
