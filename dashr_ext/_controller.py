@@ -319,11 +319,16 @@ class Dashr:
         if not isinstance(value, CompactionConfig):
             raise ConfigError("config", "a CompactionConfig", value)
         with self.session.lock:
-            problem = fit_problem(
-                self.pins(),
-                value.summary_budget,
-                self.meter.count_text,
-                max_summary_tokens=value.max_summary_tokens,
+            pins = self.pins()
+            problem = (
+                None
+                if not pins
+                else fit_problem(
+                    pins,
+                    value.summary_budget,
+                    self.meter.count_text,
+                    max_summary_tokens=value.max_summary_tokens,
+                )
             )
             if problem is not None:  # every later pass would decline
                 raise PinError(f"these settings leave the pins no room: {problem}")

@@ -200,7 +200,7 @@ def _text_names(c: _Collector, text: str, seq: int, op: str) -> None:
 
 
 def _symbols(c: _Collector, names: Iterable[str], seq: int, op: str) -> None:
-    for name in names:
+    for name in sorted(names):  # sets: a fixed order, so a replay stores the same bytes
         c.touch("symbol", name, seq, op)
 
 

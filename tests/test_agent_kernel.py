@@ -322,14 +322,14 @@ def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None
     spec.loader.exec_module(builder)
     log, steps = builder.run(tmp_path)
     assert steps[5:10] == [
-        "step 6: run_cell · ~1826 tokens · compacted → c31",
-        "step 7: run_cell · ~2362 tokens",
-        "step 8: run_cell · ~1824 tokens · compacted → c46",
-        "step 9: run_cell (error) · ~2283 tokens",
-        "step 10: answer · ~2423 tokens",
+        "step 6: run_cell · ~1794 tokens · compacted → c31",
+        "step 7: run_cell · ~2253 tokens",
+        "step 8: run_cell · ~1752 tokens · compacted → c45",
+        "step 9: run_cell (error) · ~2211 tokens",
+        "step 10: answer · ~2351 tokens",
     ]
     assert steps[10] == (
-        "step 1: history_search · ~944 tokens · context overflow → retried once · compacted → c68"
+        "step 1: history_search · ~794 tokens · context overflow → retried once · compacted → c66"
     )
     expected = (GOLDEN / "agent.jsonl").read_bytes()
     assert log.split(b"\n") == expected.split(b"\n")

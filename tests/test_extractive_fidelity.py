@@ -234,3 +234,81 @@ def test_a_labelled_line_a_tool_printed_is_kept_over_listing_rows() -> None:
     assert "4be1f0a parser cleanup" not in text and "lxml" not in text
     roomy = summarize(span, 400)  # rows of the listing fill what room is left
     assert "TODO: drop the legacy importer." in roomy
+
+
+def test_an_update_naming_the_kind_it_replaces_drops_the_latest_of_that_kind() -> None:
+    span = chat(
+        "Please tidy up the logging in the ingest worker.",
+        "Never open a pull request without a linked ticket.",
+        "Actually, that rule is replaced: every pull request needs two reviewers.",
+    )
+    for budget in (120, 400):
+        text = summarize(span, budget)
+        assert "two reviewers" in text
+        assert "linked ticket" not in text
+        assert "tidy up the logging" in text  # a rule update leaves the task alone
+    shown = summarize(span, 400, show=True)
+    assert "linked ticket" in shown
+
+
+def test_an_update_replacing_the_earlier_task_drops_the_request_that_stated_it() -> None:
+    span = chat(
+        "Today we should rewrite the thumbnail cache.",
+        "FACT: the build server is forge-3.",
+        "New plan: drop the earlier task, we profile the upload path first.",
+    )
+    for budget in (120, 400):
+        text = summarize(span, budget)
+        assert "profile the upload path" in text
+        assert "thumbnail cache" not in text
+        assert "forge-3" in text
+
+
+def test_a_replaced_value_leaves_every_line_that_showed_it() -> None:
+    span = chat(
+        "Can you plan the rollout? The rollout window opens 2031-05-04, keep it quiet.",
+        "Also keep the change log short.",
+        "Scratch that, the rollout window is 2031-06-09.",
+    )
+    for budget in (120, 400):
+        text = summarize(span, budget)
+        assert "2031-06-09" in text
+        assert "2031-05-04" not in text
+        assert "plan the rollout" in text  # the request keeps what else it said
+    assert "2031-05-04" in summarize(span, 400, show=True)
+
+
+def test_a_line_carried_without_a_head_is_replaced_by_a_later_update() -> None:
+    previous = (
+        "- Task (seq 1): Port the billing report to the new scheduler.\n"
+        "- Always page the on-call lead before a schema change.\n"
+    )
+    span = chat("Change of plan regarding that rule: a schema change needs a dry run first.")
+    text = summarize(span, 120, previous=previous)
+    assert "dry run first" in text
+    assert "page the on-call lead" not in text
+    assert "billing report" in text
+
+
+def test_a_labelled_goal_replaces_the_task_it_shares_no_words_with() -> None:
+    span = chat(
+        "We need to speed up the invoice exporter.",
+        "NOTE: staging runs on node st-41.",
+        "CURRENT GOAL: document the search indexer.",
+    )
+    text = summarize(span, 120)
+    assert "document the search indexer" in text
+    assert "invoice exporter" not in text
+    assert "st-41" in text
+
+
+def test_an_update_naming_a_shorter_label_replaces_the_longer_one() -> None:
+    span = chat(
+        "Heads up: the code freeze date is 2032-01-12.",
+        "Please keep commits small.",
+        "Actually, the code freeze is 2032-02-20.",
+    )
+    for budget in (120, 400):
+        text = summarize(span, budget)
+        assert "2032-02-20" in text
+        assert "2032-01-12" not in text

@@ -53,3 +53,27 @@ def test_scripted_session_reproduces_the_pinned_output(
 
 def test_archive_rebuilt_on_open_equals_the_live_archive(outputs: dict[str, bytes]) -> None:
     assert outputs["rebuilt_archive.json"] == outputs["archive.json"]
+
+
+def test_the_log_does_not_depend_on_hash_seeds(tmp_path: Path) -> None:
+    """What a pass stores (its names among it) is the same whatever order sets iterate in."""
+    import os
+    import subprocess
+
+    code = (
+        "import sys, tempfile, pathlib, importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('b', {str(GOLDEN / 'build_golden.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['b'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "out = m.run(pathlib.Path(tempfile.mkdtemp()))\n"
+        "sys.stdout.write(out['log.jsonl'].decode())\n"
+    )
+    outputs = set()
+    for seed in ("0", "7", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "DASHR_HOME": str(tmp_path)}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs.add(proc.stdout)
+    assert len(outputs) == 1

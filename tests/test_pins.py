@@ -389,3 +389,10 @@ def test_settings_that_leave_the_pins_no_room_are_refused_with_both_sizes(tmp_pa
         assert d.session.path.read_bytes() == before and d.config == config
         d.config = config.with_changes(max_summary_tokens=1024)  # room enough: recorded
         assert d.config.max_summary_tokens == 1024
+
+
+def test_without_pins_any_valid_budget_is_accepted(tmp_path: Path) -> None:
+    config = CompactionConfig(recency_window_tokens=6000, retain_tokens=1500)
+    with Dashr.create(tmp_path / "s.jsonl", config=config) as d:
+        d.config = config.with_changes(max_summary_tokens=MIN_SUMMARY_TOKENS)
+        assert d.config.max_summary_tokens == MIN_SUMMARY_TOKENS

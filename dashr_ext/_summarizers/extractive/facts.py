@@ -211,7 +211,7 @@ class Facts:
             found += self._updates(text, {v for _, v, _, _ in found})
         for i, (label, value, was, cue) in enumerate(found):
             known = self._find(_key(label), label, True) is not None
-            if not known and not cue and overrides(text) and score(text).override:
+            if not cue and overrides(text) and score(text).override:
                 cue = True
             if cue and not known:
                 named = self._named(text, value, _key(label))

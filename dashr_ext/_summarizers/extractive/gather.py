@@ -11,7 +11,7 @@ from .facts import Facts
 from .items import REQUEST, Items
 from .reading import Span
 from .sections import carry, carry_state, fill, read_facts
-from .updates import supersede
+from .updates import purge, supersede
 
 __all__ = ["Limits", "gather"]
 
@@ -51,8 +51,12 @@ def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
     carry_state(items, old, span)
     read_facts(facts, span)
     facts.add_to(items, _VALUE_LIMITS, limits.show_superseded)
+    said = {old for old, fact in facts.stale().items() if fact.source in (0, 1)}
     stale = facts.resolve(items, limits.show_superseded)
-    stale |= supersede(items, limits.show_superseded)
+    replaced = supersede(items, limits.show_superseded)
+    stale |= replaced
+    if not limits.show_superseded:  # what the user replaced is shown nowhere
+        purge(items, {v for v in (said | replaced) - facts.current() if len(v) >= 4})
     add_anchors(
         items, span, old, limits.anchors_per_kind, exclude=frozenset(stale), pairs=facts.pairs()
     )

@@ -135,7 +135,8 @@ _OVERRIDE = re.compile(
     r"^(?:quick |small |one )?(?:update|correction|change of plans?|new plan|edit)\s*[:,-]|"
     r"\b(?:scratch that|change of plans?|on second thought|never ?mind|forget (?:that|what i said)|"
     r"(?:let's|we(?:'ll| will)|i(?:'ll| will)) go with|switch(?:ing)? (?:it |that )?to|"
-    r"instead|no longer|from now on|actually,|not \S+ (?:any ?more|after all))\b",
+    r"instead|no longer|from now on|actually(?=,)|(?:is|are) (?:now )?replaced|"
+    r"not \S+ (?:any ?more|after all))\b",
     re.I,
 )
 _TASK_STATE = re.compile(

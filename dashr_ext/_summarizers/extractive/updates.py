@@ -9,9 +9,15 @@ look alike stay apart when their subjects are qualified differently ("the projec
 and "the travel budget", "the staging URL" and "the production URL"). A plain change of plan
 ("scratch that, let's go with Redis") replaces the latest decision before it.
 
+An update that names the kind of statement it replaces ("change of plan on that rule",
+"forget the earlier task") replaces the one statement of that kind, or the one said just
+before it; a labelled goal ("GOAL STATE: …") replaces the task. A statement a previous
+checklist carried without its head takes part as said before the span.
+
 The superseded statement leaves the summary, with the labelled values it alone stated and
-the sentences quoting it in request bullets; with ``show_superseded`` its replacement notes
-it as ``(was: …)``. It stays recallable from the archive.
+the sentences quoting it in other bullets; with ``show_superseded`` its replacement notes
+it as ``(was: …)``. It stays recallable from the archive. Without it, :func:`purge` leaves
+no replaced value in any bullet.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .anchors import typed_literals
 from .items import CRITICAL, REQUEST, Item, Items
-from .salience import is_generic_label, label_of, score
+from .salience import is_filler, is_generic_label, label_of, reads_as_request, score
 from .text import clip, sentences, words
 
-__all__ = ["supersede"]
+__all__ = ["purge", "supersede"]
 
 _STATEMENT = re.compile(r"^(User (?:rule|goal|decision|note)) \(seq (\d+)\): (.*)$", re.S)
 # Other bullets that state one thing: the assistant's facts, and a request (a short one is
@@ -97,7 +104,10 @@ class _Said:
 
 
 def _stems(text: str) -> list[str]:
-    return [w[:5] for w in re.findall(r"[a-z][a-z0-9_-]+", text.lower()) if w not in _STOP]
+    """The subject words of ``text`` (cut to five letters), its dotted values (hosts, URLs,
+    versions) left out: two hosts of one domain are not one subject."""
+    prose = re.sub(r"\S+\.\w\S*", " ", text.lower())
+    return [w[:5] for w in re.findall(r"[a-z][a-z0-9_-]+", prose) if w not in _STOP]
 
 
 def _classes(text: str) -> set[str]:
@@ -178,10 +188,24 @@ def _said(items: Items) -> list[_Said]:
 def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
     """The latest earlier statement of the kind ``new`` names ("that rule")."""
     ref = _KIND_REF.search(new.body)
-    if ref is None:
+    label = label_of(new.body) or ""
+    if ref is not None:
+        kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2)).lower()]
+    elif re.search(r"\b(?:GOAL|OBJECTIVE|TASK)\b", label) and new.item.section == CRITICAL:
+        kinds = _KINDS_OF_REF["task"]  # "GOAL STATE: …" says what the task is now
+    else:
         return None
-    kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2)).lower()]
-    return next((s for s in reversed(earlier) if s.kind in kinds), None)
+    pool = [
+        s
+        for s in earlier
+        if s.kind in kinds
+        and (s.item.section != REQUEST or s.kind == "Original request" or reads_as_request(s.body))
+    ]  # a later message is a task when it asks for something
+    if not pool:
+        return None
+    if len(pool) == 1 or pool[-1] is earlier[-1]:
+        return pool[-1]
+    return None  # "that rule" among several, not the one just said: which one is unclear
 
 
 def supersede(items: Items, show: bool) -> set[str]:
@@ -198,9 +222,18 @@ def supersede(items: Items, show: bool) -> set[str]:
         if new.item.carried:
             continue  # settled by the pass that kept it
         salience = score(new.body)
-        earlier = [s for s in said[:j] if id(s.item) not in dropped]
-        target = next((s for s in reversed(earlier) if _replaces(s, new, salience.override)), None)
-        if target is None and (salience.override or _PLAN_CHANGE.search(new.body)):
+        earlier = [s for s in said[:j] if id(s.item) not in dropped and s.seq != new.seq]
+        target = next(
+            (
+                s
+                for s in reversed(earlier)
+                if s.item.section == CRITICAL and _replaces(s, new, salience.override)
+            ),
+            None,
+        )  # a request is replaced only as the task a later statement names (see _by_kind)
+        if target is None and (
+            salience.override or _PLAN_CHANGE.search(new.body) or label_of(new.body)
+        ):
             target = _by_kind(new, earlier)
         if target is None and _PLAN_CHANGE.search(new.body):
             target = next((s for s in reversed(earlier) if s.kind == "User decision"), None)
@@ -215,11 +248,12 @@ def supersede(items: Items, show: bool) -> set[str]:
             note = f" (was: {clip(old.body, 100)})"
             new.item.text += note
             new.item.variants = tuple(v + note for v in new.item.variants)
-    return _forget(items, [old.body for old, _ in gone])
+    return _forget(items, [old.body for old, _ in gone], {id(new.item) for _, new in gone})
 
 
-def _forget(items: Items, bodies: list[str]) -> set[str]:
-    """Take superseded statements out of request bullets and the labelled values."""
+def _forget(items: Items, bodies: list[str], news: set[int]) -> set[str]:
+    """Take superseded statements out of the other bullets and the labelled values; the
+    values the superseded statements held that no current statement says."""
     old_sentences = {s for body in bodies for s in sentences(body, min_chars=8)}
     kept_text = " ".join(i.text for i in items.items if i.label is None and i.anchor_kind is None)
     stale: set[str] = set()
@@ -228,18 +262,80 @@ def _forget(items: Items, bodies: list[str]) -> set[str]:
             if any(item.value in body for body in bodies) and item.value not in kept_text:
                 stale.add(item.value)
                 items.remove(item)
-        elif item.section == REQUEST and item.anchor_kind is None:
+        elif item.section in (REQUEST, CRITICAL) and item.anchor_kind is None:
+            if id(item) in news:
+                continue  # the replacement may quote what it replaces
             text = item.text
             for sentence in old_sentences:
-                text = text.replace(sentence, "").replace("  ", " ")
+                if sentence in text:
+                    text = re.sub(r"(?<=\S)  +", " ", text.replace(sentence, ""))
             if text != item.text:
-                if not re.search(r"[A-Za-z]{3}", text.split(":", 1)[-1].replace(">", "")):
+                if not re.search(r"[A-Za-z]{3}", _body(text)):
                     items.remove(item)
                     continue
                 item.text = text
                 item.variants = tuple(v for v in item.variants if not _holds(v, old_sentences))
+    current = " ".join(i.text for i in items.items if i.anchor_kind is None)
+    for body in bodies:
+        stale.update(lit.value for lit in typed_literals(body) if lit.value not in current)
     return stale
+
+
+def _body(text: str) -> str:
+    """A bullet's text after its head (``Task (seq 3):``), quote marks and filler left out."""
+    body = text.split(":", 1)[-1].replace(">", "") if re.match(r"^[^:]{0,60}\(seq", text) else text
+    return " ".join(w for w in body.split() if not is_filler(w.strip(".,!;")))
 
 
 def _holds(text: str, old: set[str]) -> bool:
     return any(s in text for s in old)
+
+
+def purge(items: Items, stale: set[str]) -> None:
+    """No bullet shows a superseded value: the sentences quoting one leave the bullet, and
+    a bullet left with nothing else is dropped (the labelled values and the keyword line
+    leave them out already)."""
+    if not stale:
+        return
+    for item in list(items.items):
+        if item.anchor_kind is not None or item.label is not None:
+            continue
+        if not any(_quotes(item.text, old) for old in stale):
+            continue
+        text = _without(item.text, stale)
+        if text is None or not re.search(r"[A-Za-z]{3}", _body(text)):
+            items.remove(item)
+            continue
+        item.text = text
+        item.variants = tuple(v for v in (_without(v, stale) for v in item.variants) if v)
+
+
+def _without(text: str, stale: set[str]) -> str | None:
+    """``text`` less its sentences that hold a stale value, its head (``Task (seq 3):``)
+    and line breaks kept (None when nothing is left after the head)."""
+    head = re.match(r"^[^\n:]{0,80}\(seq \d+\)[^\n:]*:[ \t]*", text)
+    start = head.end() if head else 0
+    lines = []
+    for line in text[start:].split("\n"):
+        quote = re.match(r"^\s*>?[ ]?", line)
+        lead = quote.group(0) if quote else ""
+        parts = re.split(r"(?<=[.;!?])\s+", line[len(lead) :])
+        kept = [p for p in parts if not any(_quotes(p, old) for old in stale)]
+        if kept and " ".join(kept).strip():
+            lines.append(lead + " ".join(kept))
+        elif not parts or not "".join(parts).strip():
+            lines.append(line)
+    rest = "\n".join(lines)
+    return text[:start] + rest if rest.strip(" >\n") else None
+
+
+def _quotes(text: str, value: str) -> bool:
+    """Whether ``text`` shows ``value`` as a whole (not inside a longer word or number)."""
+    at = text.find(value)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        after = text[at + len(value)] if at + len(value) < len(text) else " "
+        if not (before.isalnum() or after.isalnum()):
+            return True
+        at = text.find(value, at + 1)
+    return False
