@@ -28,6 +28,7 @@ from .items import (
     REQUEST,
     VALUES,
     Item,
+    split_items,
 )
 from .text import code, leading_code
 
@@ -132,16 +133,7 @@ def compact_rank(items: Iterable[Item]) -> None:
 
 def render_compact(headings: Sequence[str], items: Iterable[Item]) -> str:
     """The checklist of ``items`` (``headings`` unused: a checklist has none)."""
-    by_section: dict[int, list[Item]] = {}
-    values: list[Item] = []
-    anchors: dict[str, list[Item]] = {}
-    for item in items:
-        if item.anchor_kind is not None:
-            anchors.setdefault(item.anchor_kind, []).append(item)
-        elif item.label is not None:
-            values.append(item)
-        else:
-            by_section.setdefault(item.section, []).append(item)
+    by_section, values, anchors = split_items(items, lambda item: item.section)
     lines = [
         f"- {compact_line(item, shown(item))}"
         for section in _ORDER

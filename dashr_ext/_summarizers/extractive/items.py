@@ -9,6 +9,7 @@ one already there.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .text import code, leading_code, norm
@@ -30,6 +31,7 @@ __all__ = [
     "VALUES",
     "Item",
     "Items",
+    "split_items",
     "statement_key",
 ]
 
@@ -220,3 +222,21 @@ def _merge_bullets(section: int, old: str, new: str) -> str:
     if section == CRITICAL and (a := _RUN.match(old)) and (b := _RUN.match(new)):
         return f"Command run ×{int(a.group(1)) + int(b.group(1))}: {b.group(2)}"
     return new  # errors: the newer status wins
+
+
+def split_items(
+    items: Iterable[Item], section_of: Callable[[Item], int]
+) -> tuple[dict[int, list[Item]], list[Item], dict[str, list[Item]]]:
+    """``items`` as a renderer lays them out: the bullets by section (``section_of``), the
+    labelled values (one ``Values —`` line) and the keyword anchors by kind, each in order."""
+    by_section: dict[int, list[Item]] = {}
+    values: list[Item] = []
+    anchors: dict[str, list[Item]] = {}
+    for item in items:
+        if item.anchor_kind is not None:
+            anchors.setdefault(item.anchor_kind, []).append(item)
+        elif item.label is not None:
+            values.append(item)
+        else:
+            by_section.setdefault(section_of(item), []).append(item)
+    return by_section, values, anchors

@@ -30,6 +30,7 @@ from .items import (
     VALUES,
     Item,
     Items,
+    split_items,
     statement_key,
 )
 from .text import clip, code, norm
@@ -115,19 +116,12 @@ def render(sections: Sequence[str], items: Iterable[Item]) -> str:
     A section with nothing to record is left out. The labelled values make one ``Values —``
     bullet and the keyword anchors one ``Keywords —`` bullet, both last in Critical Context.
     """
-    by_section: list[list[Item]] = [[] for _ in sections]
-    values: list[Item] = []
-    anchors: dict[str, list[Item]] = {}
-    for item in items:
-        if item.anchor_kind is not None:
-            anchors.setdefault(item.anchor_kind, []).append(item)
-        elif item.label is not None:
-            values.append(item)
-        else:
-            by_section[item.section].append(item)
+    by_section, values, anchors = split_items(items, lambda item: item.section)
     blocks: list[str] = []
     for index, name in enumerate(sections):
-        lines = [f"- {shown(item)}" for item in sorted(by_section[index], key=lambda i: i.order)]
+        lines = [
+            f"- {shown(item)}" for item in sorted(by_section.get(index, []), key=lambda i: i.order)
+        ]
         if index == CRITICAL:
             lines.extend(group_lines(values, anchors))
         if lines:

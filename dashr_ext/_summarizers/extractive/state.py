@@ -30,6 +30,7 @@ from .items import (
     REQUEST,
     VALUES,
     Item,
+    split_items,
 )
 from .reading import read_span
 from .render import Layout, fit, group_lines, parse_summary, shown
@@ -183,19 +184,10 @@ def render_state(headings: Sequence[str], items: Iterable[Item]) -> str:
     (the heading says it); under Key Values the labelled values make one ``Values —``
     bullet and the keyword anchors one ``kind: `a`, `b``` bullet per kind.
     """
-    by_section: list[list[Item]] = [[] for _ in headings]
-    values: list[Item] = []
-    anchors: dict[str, list[Item]] = {}
-    for item in items:
-        if item.anchor_kind is not None:
-            anchors.setdefault(item.anchor_kind, []).append(item)
-        elif item.label is not None:
-            values.append(item)
-        else:
-            by_section[state_section(item)].append(item)
+    by_section, values, anchors = split_items(items, state_section)
     blocks: list[str] = []
     for index, name in enumerate(headings):
-        bullets = sorted(by_section[index], key=lambda i: (_current_rank(i), i.order))
+        bullets = sorted(by_section.get(index, []), key=lambda i: (_current_rank(i), i.order))
         keyword = group_lines(values, anchors) if index == KEY_VALUES else []
         lines = keyword[:1] if values else []
         for item in bullets:
