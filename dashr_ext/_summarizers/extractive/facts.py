@@ -206,13 +206,17 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`); an update that names
         its subject in other words updates the one earlier value of the same shape."""
-        found = statements(text, source)
+        if source == 2 and not self.facts and "=" not in text:
+            return  # the assistant's prose: no value to update, no config literal (below)
+        overriding = _overrides_in(text)
+        # Of the assistant's prose only updates and config-like values count (below): a
+        # sentence with no cue and nothing config-like in it is not read at all.
+        found = statements(text, source, sieve=source == 2 and not overriding)
         if source in (0, 1, 2):
             found += self._updates(text, {v for _, v, _, _ in found})
         for i, (label, value, was, cue) in enumerate(found):
             known = self._find(_key(label), label, True) is not None
-            if not cue and overrides(text) and score(text).override:
-                cue = True
+            cue = cue or overriding
             if cue and not known:
                 named = self._named(text, value, _key(label))
                 label, known = named or label, named is not None
@@ -362,12 +366,28 @@ def parse_values(bullet: str) -> list[tuple[str, str, tuple[str, ...]]]:
 # --------------------------------------------------------------------------- statements
 
 
-def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ...], bool]]:
+_CONFIG_LIKE = re.compile(r"=|\w[._]\w|\b[A-Z][A-Z0-9]*[-_A-Z0-9]\b")
+"""Something a config-like label (see :func:`_is_config`) may be made of."""
+
+
+def _overrides_in(text: str) -> bool:
+    """Whether a sentence of ``text`` overrides an earlier statement ("scratch that", "let's
+    go with … instead"), the cue masked out of literals (a path ``src/instead.py`` is none)."""
+    if not overrides(text):
+        return False
+    return any(overrides(s) and score(s).override for s in sentences(bounded(text)))
+
+
+def statements(
+    text: str, source: int = 1, sieve: bool = False
+) -> list[tuple[str, str, tuple[str, ...], bool]]:
     """``(label, value, was, update cue)`` of every statement of a value in ``text``.
 
     Config literals (``key = value``) count from anyone; a sentence that names a thing and
     then a value ("the cap is $390", "region: eu-west-1") counts from the user (``source``
     1), the assistant's prose (2) and a previous summary (0). "(was …)" notes are not statements.
+    ``sieve``: only sentences with an update cue or something config-like (``=``,
+    ``max_retries``, ``MAX``) are read.
     """
     text = re.sub(rf"\s\(was {_CODE}(?:, {_CODE})*\)|\s\(was [^()\n]{{1,80}}\)", "", text)
     out: list[tuple[str, str, tuple[str, ...], bool]] = []
@@ -375,6 +395,8 @@ def statements(text: str, source: int = 1) -> list[tuple[str, str, tuple[str, ..
     text = bounded(text)
     for sentence in sentences(text, min_chars=4) if prose else [text]:
         cue = bool(_UPDATE_CUE.search(sentence))
+        if sieve and not cue and not _CONFIG_LIKE.search(sentence):
+            continue
         literals = typed_literals(sentence)
         for lit in literals:
             if lit.type == "config" and "=" in lit.value and not lit.value.startswith("--"):
