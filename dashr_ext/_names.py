@@ -91,7 +91,7 @@ _CD = re.compile(r"(?:^|[;&|(]\s*|\n\s*)cd\s+(/[\w./-]*\w|[\w.-]*\w/[\w./-]*\w)(
 _MAX_TASK_TIMES = 8
 _CODE_SPAN = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.S)
 """A fenced block or an inline code span of Markdown."""
-_CHAIN = re.compile(r"(?<!\w)[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?!\w|/|\.\w)")
+_CHAIN = re.compile(r"(?<![\w/-])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?!\w|/|\.\w)")
 _CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]{2}")
 _ERROR_NAME = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$")
 # fmt: off

@@ -739,7 +739,13 @@ def _update_of(g: _Rng, f: _Fact) -> tuple[_Fact, str]:
     new = _draw_fact(g, f.kind, f.key, g.pick(("user", "user", "assistant")), False)
     if f.kind == "value":
         new = _Fact(f.kind, f.key, new.text, new.source, False, f.noun, f.aliases)
-    labelled = g.r.random() < 0.3 and f.kind != "value"
+    if f.kind == "decision":  # a new decision on the same subject ("… for the job queue")
+        purpose = f.text.split(" for the ", 1)[1]
+        text = g.fresh(lambda: f"{g.pick(_TECH)} for the {purpose}")
+        new = _Fact(f.kind, f.key, text, new.source, False, reason=new.reason)
+    # A statement that replaces another says so, or is about the same subject: an unrelated
+    # rule stated later is a second rule, not an update, and no reader could tell otherwise.
+    labelled = g.r.random() < 0.3 and f.kind in ("decision", "task", "next")
     if labelled:
         new = _Fact(new.kind, new.key, new.text, new.source, True, reason=new.reason)
         return new, _say(g, new)

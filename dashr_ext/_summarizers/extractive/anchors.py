@@ -209,10 +209,12 @@ def _literals(text: str) -> tuple[Literal, ...]:
         kind = m.lastgroup or ""
         value = m.group(0)
         if kind == "url":
+            value = value.rstrip(".,;:!?")  # a sentence's full stop ends no address
             host = re.match(r"[a-z][a-z0-9+.-]*://(?:[^@/\s]*@)?([^/:?#\s]+(?::\d+)?)", value)
             if host is None or "." not in host.group(1):
                 continue
-            kind, value = "host", host.group(1)
+            found.append(Literal("host", host.group(1), m.start(), m.start() + len(value)))
+            continue
         elif kind == "ip":
             kind = "host"
         elif kind == "path":

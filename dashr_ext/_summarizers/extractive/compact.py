@@ -30,6 +30,7 @@ from .items import (
     Item,
     split_items,
 )
+from .salience import label_of, score
 from .text import code, leading_code
 
 __all__ = [
@@ -115,9 +116,46 @@ def _row(text: str) -> bool:
     return printed is not None and _STATES.search(printed.group(1)) is None
 
 
+_ASSISTANT = re.compile(r"^Assistant \(seq \d+\): (.*)$", re.S)
+_TITLE_LABEL = re.compile(r"^[A-Z][a-z]+(?: [a-z]+)?: ")
+
+
+def _says_little(text: str) -> bool:
+    """A progress note that states nothing to keep ("Status: still reading the code"): no
+    value or number, no rule, decision, goal or override, no upper-case label."""
+    if re.search(r"\d", text) or typed_literals(text):
+        return False
+    salience = score(text)
+    if salience.is_rule or salience.decision or salience.goal or salience.override:
+        return False
+    label = re.match(r"^\s*([A-Z][A-Z ]+[A-Z]):", text)
+    return label is None
+
+
+def _work_note(item: Item) -> bool:
+    """A bullet of the record of the work, not of what to keep: the assistant's progress
+    note, or (read back from a checklist without its head) a progress note or a listing row."""
+    if item.section != CRITICAL or item.label is not None:
+        return False
+    said = _ASSISTANT.match(item.text)
+    if said is not None:
+        return _says_little(said.group(1))
+    if not item.carried or _STATEMENT_HEAD.match(item.text) or item.text.startswith(_RECORD):
+        return False
+    if _TITLE_LABEL.match(item.text):
+        return _says_little(item.text)
+    return (
+        _STATES.search(item.text) is None
+        and label_of(item.text) is None
+        and len(typed_literals(item.text)) >= 1
+        and len(item.text.split()) <= 6
+    )
+
+
 def compact_rank(items: Iterable[Item]) -> None:
     """Re-rank ``items`` for a checklist: labelled values before statements, the record of
-    the work (commands, files, concepts, a last message stating no value) after them."""
+    the work (commands, files, concepts, a last message stating no value, a progress note,
+    a listing row) after them."""
     for item in items:
         if item.anchor_kind is not None:
             continue
@@ -127,6 +165,7 @@ def compact_rank(items: Iterable[Item]) -> None:
             item.section in (FILES, CONCEPTS)
             or _row(item.text)
             or (item.text.startswith(_RECORD) and not typed_literals(item.text.split("): ", 1)[-1]))
+            or _work_note(item)
         ):
             item.priority = min(item.priority, RECORD_PRIORITY + item.priority * 0.01)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .anchors import bounded, typed_literals
+from .anchors import Literal, bounded, typed_literals
 from .items import CRITICAL, NEXT, PENDING, VALUES, Item, Items
 from .salience import overrides, score
 from .text import SECRET_KEY, code, sentences, words
@@ -72,8 +72,10 @@ _UPDATE_CUE = re.compile(
     re.I,
 )
 _FROM = re.compile(r"\bfrom[ \t]+$", re.I)
-_SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3}
-_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 70.0}
+SAID = 3
+"""The source of a value the assistant's prose stated first: never shown as a value."""
+_SHOWN_FIRST = {1: 0, 0: 1, 2: 2, 4: 3, SAID: 4}
+_VALUE_PRIORITY = {0: 84.0, 1: 88.0, 2: 66.0, 4: 70.0, SAID: 60.0}
 _LITERAL_VALUE = re.compile(
     r"[-+]?\d[\d_.,]*[A-Za-z%]{0,3}|\"[^\"]*\"|'[^']*'|true|false|yes|no|on|off|none|null",
     re.I,
@@ -153,7 +155,7 @@ class Facts:
         key = _key(label)
         if not key or not value:
             return
-        fact = self._find(key, label, cue or source == 0)
+        fact = self._find(key, label, cue or source == 0, value)
         if fact is None:
             self.facts.append(Fact(label, key, value, order, source, list(was)))
             return
@@ -175,7 +177,9 @@ class Facts:
         fact.value, fact.order = value, order
         fact.source = source if source else fact.source
 
-    def _find(self, key: tuple[str, ...], label: str, loose: bool) -> Fact | None:
+    def _find(
+        self, key: tuple[str, ...], label: str, loose: bool, value: str = ""
+    ) -> Fact | None:
         for fact in reversed(self.facts):
             if fact.key == key:
                 return fact
@@ -187,6 +191,8 @@ class Facts:
             short, long_ = sorted((key, fact.key), key=len)
             if long_[-len(short) :] == short or (len(short) > 1 and long_[: len(short)] == short):
                 return fact  # "the freeze" or "the code freeze" is "the code freeze date"
+            if long_[:1] == short and value and _type_of(value) == _type_of(fact.value):
+                return fact  # "switch staging to https://…" updates "the staging URL"
             if _stem(_head(key)) == _stem(_head(fact.key)) and not _qualified_apart(key, fact.key):
                 return fact
         return None
@@ -206,8 +212,6 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`); an update that names
         its subject in other words updates the one earlier value of the same shape."""
-        if source == 2 and not self.facts and "=" not in text:
-            return  # the assistant's prose: no value to update, no config literal (below)
         overriding = _overrides_in(text)
         # Of the assistant's prose only updates and config-like values count (below): a
         # sentence with no cue and nothing config-like in it is not read at all.
@@ -215,7 +219,7 @@ class Facts:
         if source in (0, 1, 2):
             found += self._updates(text, {v for _, v, _, _ in found})
         for i, (label, value, was, cue) in enumerate(found):
-            known = self._find(_key(label), label, True) is not None
+            known = self._find(_key(label), label, True, value) is not None
             cue = cue or overriding
             if cue and not known:
                 named = self._named(text, value, _key(label))
@@ -225,7 +229,12 @@ class Facts:
                 and not (known and (cue or _is_config(label)))
                 and not (_is_config(label) and "=" in text)
             ):
-                continue  # the assistant's prose updates a value; it states new ones as facts
+                # The assistant's prose updates a value; a new one it states is a fact
+                # kept out of sight (its own bullet shows it), so that a later statement
+                # of the same thing supersedes it there.
+                if not known:
+                    self.state(label, value, order + i * 1e-4, SAID, cue, was)
+                continue
             self.state(label, value, order + i * 1e-4, source, cue, was)
 
     def _updates(self, text: str, taken: set[str]) -> list[tuple[str, str, tuple[str, ...], bool]]:
@@ -238,7 +247,8 @@ class Facts:
         for sentence in sentences(bounded(text)):
             if not overrides(sentence) or not score(sentence).override:
                 continue
-            values = [lit.value for lit in typed_literals(sentence) if lit.type in _FACT_TYPES]
+            literals = typed_literals(sentence)
+            values = [_whole(sentence, lit) for lit in literals if lit.type in _FACT_TYPES]
             if len(values) != 1 or values[0] in taken:
                 continue
             label = self._named(sentence, values[0])
@@ -314,7 +324,7 @@ class Facts:
 
 def _type_of(value: str) -> str | None:
     found = typed_literals(value)
-    return found[0].type if len(found) == 1 and found[0].value == value else None
+    return found[0].type if len(found) == 1 and _whole(value, found[0]) == value else None
 
 
 def _shape_of(value: str) -> str | None:
@@ -366,8 +376,16 @@ def parse_values(bullet: str) -> list[tuple[str, str, tuple[str, ...]]]:
 # --------------------------------------------------------------------------- statements
 
 
-_CONFIG_LIKE = re.compile(r"=|\w[._]\w|\b[A-Z][A-Z0-9]*[-_A-Z0-9]\b")
+_CONFIG_LIKE = re.compile(r"=|\d|\w[._]\w|\b[A-Z][A-Z0-9]*[-_A-Z0-9]\b")
 """Something a config-like label (see :func:`_is_config`) may be made of."""
+
+
+def _whole(text: str, lit: Literal) -> str:
+    """A literal's value as a fact states it: an address whole (``https://stg.acme.dev``, of
+    which the keyword line keeps the host)."""
+    if lit.type == "host" and "://" in (said := text[lit.start : lit.end]):
+        return said
+    return lit.value
 
 
 def _overrides_in(text: str) -> bool:
@@ -408,7 +426,11 @@ def statements(
             continue
         if (doer := _DOER.match(sentence)) is not None:  # "Dana Whitfield reviews …"
             out.append((doer.group(2), doer.group(1), (), cue))
-        values = [(lit.start, lit.end, lit.value) for lit in literals if lit.type in _FACT_TYPES]
+        values = [
+            (lit.start, lit.end, _whole(sentence, lit))
+            for lit in literals
+            if lit.type in _FACT_TYPES
+        ]
         taken = [(lit.start, lit.end) for lit in literals]
         values += [
             (m.start(), m.end(), m.group(0))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .anchors import add_anchors
-from .facts import Facts
+from .facts import SAID, Facts
 from .items import REQUEST, Items
 from .reading import Span
 from .sections import carry, carry_state, fill, read_facts
@@ -17,7 +17,7 @@ __all__ = ["Limits", "gather"]
 
 # How many labelled values of each source a summary keeps at most: a previous summary, the
 # user, the assistant, tool output.
-_VALUE_LIMITS = {0: 16, 1: 24, 2: 8, 4: 10}
+_VALUE_LIMITS = {0: 16, 1: 24, 2: 8, 4: 10, SAID: 0}
 
 
 @dataclass(frozen=True)

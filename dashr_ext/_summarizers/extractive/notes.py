@@ -16,7 +16,7 @@ from .anchors import LITERAL_WEIGHTS, typed_literals
 from .items import CRITICAL, Items
 from .reading import Span
 from .requests import statement_priority
-from .salience import label_of, score, substance
+from .salience import label_of, overrides, score, substance
 from .text import clip, command_label, one_line, prose, sentences
 
 __all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed", "printed_facts"]
@@ -120,10 +120,14 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
     for sentence in sentences(prose(text))[:_SENTENCES_READ]:
+        labelled = _labelled(sentence) or overrides(sentence)
         if len(sentence) > 400 or not (
-            _FACT_HINT.search(sentence) or _STATUS.match(sentence) or _CONSTRAINT.search(sentence)
+            labelled
+            or _FACT_HINT.search(sentence)
+            or _STATUS.match(sentence)
+            or _CONSTRAINT.search(sentence)
         ):
-            continue  # no value, status or constraint
+            continue  # no label, value, status or constraint
         # A command quoted states nothing.
         salience = score(re.sub(r"`[^`]*`", "", sentence) if "`" in sentence else sentence)
         if salience.trivial or salience.values >= 3:
@@ -132,7 +136,7 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
         status = _STATUS.match(sentence) is not None
         constraint = _CONSTRAINT.search(sentence) is not None
         changed = salience.update and re.search(r"\d", sentence) is not None
-        if not (status or constraint or changed or salience.values):
+        if not (labelled or status or constraint or changed or salience.values):
             continue
         subject = None
         if status:
@@ -142,6 +146,12 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
         weight = min(given, 10.0) + (3.0 if status else 0.0) + (2.0 if constraint else 0.0)
         out.append((sentence, weight, subject))
     return out
+
+
+def _labelled(sentence: str) -> bool:
+    """Whether a sentence opens with an upper-case label ("NOTE: …", "GOAL STATE: …")."""
+    label = label_of(sentence)
+    return label is not None and label.isupper()
 
 
 def _labelled_lines(text: str) -> list[str]:
@@ -180,7 +190,10 @@ def add_said_facts(items: Items, span: Span) -> None:
             key = "\0said\0" + (subject or sentence)
             bullet = f"Assistant (seq {seq}): {one_line(sentence, 240)}"
             found.pop(key, None)
-            found[key] = (FACT_PRIORITY + 2.0 + 0.4 * weight, seq, bullet)
+            priority = FACT_PRIORITY + 2.0 + 0.4 * weight
+            if _labelled(sentence):  # "PREFERENCE: …": ranked as the user's statement would be
+                priority = max(priority, statement_priority(sentence) or 0.0)
+            found[key] = (priority, seq, bullet)
     for seq, command, text in span.tool_outputs:
         _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from .anchors import LITERAL_WEIGHTS, Literal, bounded, clear_literal_cache, typed_literals
-from .text import sentences
+from .text import clear_sentence_cache, sentences
 
 __all__ = [
     "RULE_SCORE",
@@ -232,9 +232,19 @@ def score(sentence: str) -> Salience:
     return Salience(total, rule, goal, decision, update, values, False, label, override, task_state)
 
 
+_OVERRIDE_WORDS = (
+    "update", "correction", "change", "plan", "edit", "scratch", "thought", "mind", "forget",
+    "go with", "switch", "instead", "longer", "now on", "actually", "replaced", "more", "all",
+)  # fmt: skip
+"""Words every override cue holds (:data:`_OVERRIDE`): a text holding none has no cue."""
+
+
 def overrides(text: str) -> bool:
     """Whether ``text`` holds an override cue ("scratch that", "instead", "update:"): a cheap
     test before its sentences are scored."""
+    lower = text.lower()
+    if not any(word in lower for word in _OVERRIDE_WORDS):
+        return False
     return _OVERRIDE.search(text) is not None
 
 
@@ -400,3 +410,4 @@ def clear_caches() -> None:
     score.cache_clear()
     _scored.cache_clear()
     clear_literal_cache()
+    clear_sentence_cache()

@@ -6,6 +6,7 @@ error lines, exit status and test tally of a tool result.
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -131,15 +132,30 @@ def sentences(text: str, min_chars: int = 12) -> list[str]:
     A sentence ends at ``.``, ``!`` or ``?`` before a space (also before a lower-case word:
     people type that way) or at a line break; ``e.g.``, ``i.e.`` and the like do not end one.
     """
+    return list(_sentences(text, min_chars))
+
+
+@functools.lru_cache(maxsize=4096)  # a message is split again by each reader of it
+def _sentences(text: str, min_chars: int) -> tuple[str, ...]:
     out = []
     plain = _ABBREVIATIONS.sub(lambda m: m.group(1) + "\x00", prose(text))
     for raw in _SENTENCE.split(plain):
         sentence = raw.replace("\x00", ".").strip().lstrip("-*•> ").strip()
-        sentence = re.sub(r"^\d+[.)]\s+", "", sentence)
-        sentence = re.sub(r"^\*\*[^*]{1,40}\*\*:?\s*", "", sentence).strip()
-        if len(sentence) >= min_chars and re.search(r"[A-Za-z]", sentence):
+        sentence = _NUMBERED.sub("", sentence)
+        sentence = _BOLD_HEAD.sub("", sentence).strip()
+        if len(sentence) >= min_chars and _LETTER.search(sentence):
             out.append(sentence)
-    return out
+    return tuple(out)
+
+
+def clear_sentence_cache() -> None:
+    """Forget the memoized sentences (see :func:`~.salience.clear_caches`)."""
+    _sentences.cache_clear()
+
+
+_NUMBERED = re.compile(r"^\d+[.)]\s+")
+_BOLD_HEAD = re.compile(r"^\*\*[^*]{1,40}\*\*:?\s*")
+_LETTER = re.compile(r"[A-Za-z]")
 
 
 # --------------------------------------------------------------------------- tool results

@@ -47,7 +47,8 @@ _PLAN_CHANGE = re.compile(
 _KIND_REF = re.compile(
     r"\b(?:that|this|th[ei]s? (?:earlier|previous|old|last|first|original)|my (?:earlier|"
     r"previous|last|first|original)|earlier|previous)\s+(rule|constraint|task|goal|plan|"
-    r"preference|decision)s?\b|\b(rule|constraint|task|goal|preference|decision)s? on that\b",
+    r"preference|decision)s?\b|\b(rule|constraint|task|goal|preference|decision)s? on that\b"
+    r"|\bwhat i (?P<said>said|asked|wanted) (?:before|earlier|previously)\b",
     re.I,
 )
 """An update that names the kind of statement it replaces ("change of plan on that rule",
@@ -148,8 +149,21 @@ def _replaces(old: _Said, new: _Said, override: bool) -> bool:
     if same_label:
         return override or same_value or label_old in _TASK_LABELS
     if not override:
-        return False
+        # Two decisions on one subject ("Kafka for the feature flags", later "DuckDB for
+        # the feature flags"): the later one is the decision now.
+        return len(shared) >= 2 and _decides(old.body) and _decides(new.body)
+
     return len(shared) >= 2 or same_value or old.kind == new.kind
+
+
+def _decides(body: str) -> bool:
+    """A statement of a decision: a decision cue or label ("DECISION:", "ADR:", "we're going
+    with …"), not a rule."""
+    salience = score(body)
+    label = label_of(body) or ""
+    return not salience.is_rule and (
+        salience.decision or bool(re.match(r"(?:DECI[DS]\w*|ADR|CHOICE|CHOSEN)\b", label))
+    )
 
 
 def _kind_of(body: str) -> str:
@@ -189,7 +203,10 @@ def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
     """The latest earlier statement of the kind ``new`` names ("that rule")."""
     ref = _KIND_REF.search(new.body)
     label = label_of(new.body) or ""
-    if ref is not None:
+    kinds: tuple[str, ...]
+    if ref is not None and ref.group("said"):  # "no longer what I said before": its kind
+        kinds = (new.kind, _kind_of(new.body))
+    elif ref is not None:
         kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2)).lower()]
     elif re.search(r"\b(?:GOAL|OBJECTIVE|TASK)\b", label) and new.item.section == CRITICAL:
         kinds = _KINDS_OF_REF["task"]  # "GOAL STATE: …" says what the task is now
