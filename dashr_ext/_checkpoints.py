@@ -20,8 +20,11 @@ __all__ = [
     "CheckpointIndex",
     "checkpoint_of",
     "checkpoints",
+    "clipped",
     "is_checkpoint",
+    "summary_of",
     "summary_preview",
+    "summary_seq",
 ]
 
 
@@ -42,7 +45,10 @@ def checkpoint_of(event: Event, events: Sequence[Event] | None = None) -> str | 
 
     The id is the node's ``source.checkpoint``. A node that carries only the source kind (the
     minimum SPEC §3.1.1 requires, as other tools writing this vocabulary do) gets the id of
-    its pass's ``compaction/summary`` event, found in the log's ``events`` when given.
+    its pass's ``compaction/summary`` event, found in the log's ``events`` when given. Given
+    the events, a recorded id that does not name an earlier ``compaction/summary`` of that
+    id (``cX``, ``c-1``, a seq past the node or of another event) counts as absent, so every
+    id returned names the summary event at its seq; without them it is taken as recorded.
     """
     if event.type != "user/message":
         return None
@@ -50,9 +56,36 @@ def checkpoint_of(event: Event, events: Sequence[Event] | None = None) -> str | 
     if source.get("kind") != CHECKPOINT_SOURCE:
         return None
     checkpoint = source.get("checkpoint")
-    if isinstance(checkpoint, str):
+    if events is None:
+        return checkpoint if isinstance(checkpoint, str) else None
+    if isinstance(checkpoint, str) and _names_summary(checkpoint, event.seq, events):
         return checkpoint
-    return _derived_checkpoint(event, events) if events is not None else None
+    return _derived_checkpoint(event, events)
+
+
+def summary_of(event: Event, events: Sequence[Event]) -> Event | None:
+    """The ``compaction/summary`` event of checkpoint node ``event``, or None (any other event,
+    or a node whose pass's summary cannot be found)."""
+    seq = summary_seq(checkpoint_of(event, events))
+    return None if seq is None else events[seq]
+
+
+def summary_seq(checkpoint: str | None) -> int | None:
+    """The seq a checkpoint id ``c<seq>`` names (ASCII digits only), or None."""
+    if checkpoint is None or checkpoint[:1] != "c":
+        return None
+    digits = checkpoint[1:]
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
+def _names_summary(checkpoint: str, node_seq: int, events: Sequence[Event]) -> bool:
+    """Whether ``checkpoint`` is ``c<seq>`` of a ``compaction/summary`` before ``node_seq``
+    that records that id (``c014`` names no summary: a summary records ``c14``)."""
+    seq = summary_seq(checkpoint)
+    if seq is None or seq >= min(node_seq, len(events)):
+        return False
+    summary = events[seq]
+    return summary.type == "compaction/summary" and summary.data.get("checkpoint") == checkpoint
 
 
 def _derived_checkpoint(node: Event, events: Sequence[Event]) -> str | None:
@@ -130,14 +163,12 @@ class CheckpointIndex:
         new = range(self._seen, len(events))
         for seq in new if only is None else (s for s in only if s in new):
             checkpoint = checkpoint_of(events[seq], events)
-            summary_seq = _summary_seq(checkpoint)
-            if checkpoint is None or summary_seq is None or summary_seq >= seq:
+            at = summary_seq(checkpoint)
+            if checkpoint is None or at is None:
                 continue
-            summary = events[summary_seq]
-            if summary.type != "compaction/summary":
-                continue
+            summary = events[at]
             data = summary_payload(summary)
-            if data["checkpoint"] != checkpoint:
+            if data["checkpoint"] != checkpoint:  # a derived id whose summary records another
                 continue
             for shadowed in data["shadowedSeqs"]:
                 i = self._by_node.get(shadowed)
@@ -147,12 +178,12 @@ class CheckpointIndex:
             self.items.append(
                 Checkpoint(
                     id=checkpoint,
-                    summary_seq=summary_seq,
+                    summary_seq=at,
                     shadowed_seqs=tuple(data["shadowedSeqs"]),
                     shadowed_tokens=int(data["shadowedTokenCount"]),
                     superseded_by=None,
                     time=summary.time,
-                    preview=summary_preview(str(data["summary"]))[:120] if previews else "",
+                    preview=clipped(summary_preview(str(data["summary"])), 120) if previews else "",
                     node_seq=seq,
                     trigger=str(data["trigger"]),
                     role=checkpoint_class(data),
@@ -166,12 +197,6 @@ class CheckpointIndex:
 
 def _form(value: object) -> str:
     return value if isinstance(value, str) and value in ("compact", "minimal") else "full"
-
-
-def _summary_seq(checkpoint: str | None) -> int | None:
-    if checkpoint is None or not checkpoint[1:].isdigit():
-        return None
-    return int(checkpoint[1:])
 
 
 def checkpoints(log: EventLog) -> list[Checkpoint]:
@@ -199,3 +224,16 @@ def summary_preview(summary: str) -> str:
         if text and not line.startswith("#") and not text.endswith(":"):
             return text
     return ""
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` when it fits ``limit`` characters, else its words that fit with ``…`` after
+    them (cut inside a word only when no word boundary lies in the last half)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if not text[limit - 1].isspace():
+        space = cut.rfind(" ")
+        if space >= limit // 2:
+            cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_STATE_MIN_MULTIPLE",
     "ENGINES",
+    "MAX_COUNT",
     "MIN_STATE_TOKENS",
     "MIN_SUMMARY_TOKENS",
     "PRUNE_CEILING",
@@ -51,6 +52,11 @@ PRUNE_FLOOR, PRUNE_CEILING = 1024, 8192
 """``prune_tool_output_tokens`` left at None: an eighth of the trigger within these bounds."""
 STUB_CHUNK_MAX_RATIO = 0.125
 """``stub_tokens / chunk_tokens`` may not exceed this: an index stub condenses at least 8×."""
+MAX_COUNT = 2**53
+"""The largest value of a count or size without a range of its own (``context_window_tokens``,
+``archive_max_bytes``, ...): the settings' float arithmetic (``threshold_ratio ×
+context_window_tokens``) needs values in the float range, and every JSON reader holds an
+integer up to 2**53 exactly."""
 CHUNK_STATE_MIN_MULTIPLE = 2
 """``chunk_tokens`` must be at least this multiple of ``state_max_tokens``: every stub call
 reads the state as background, so a smaller chunk would spend more input on the state than
@@ -58,19 +64,19 @@ on the chunk it indexes."""
 
 
 def _int(name: str, value: object, low: int, high: int | None = None) -> int:
-    if (
-        not isinstance(value, int)
-        or isinstance(value, bool)
-        or value < low
-        or (high is not None and value > high)
-    ):
-        accepted = f"an integer in [{low}, {high}]" if high is not None else f"an integer >= {low}"
+    top = MAX_COUNT if high is None else high
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= top:
+        if high is None and not (isinstance(value, int) and value > top):
+            accepted = f"an integer >= {low}"  # the range as documented: the cap is far off
+        else:
+            accepted = f"an integer in [{low}, {'2**53' if high is None else high}]"
         raise ConfigError(name, accepted, value)
     return value
 
 
 def _ratio(name: str, value: object) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < float(value) < 1:
+    # Compared before float(): an integer past the float range would raise OverflowError.
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < 1:
         raise ConfigError(name, "a number in (0, 1)", value)
     return float(value)
 

@@ -32,6 +32,7 @@ __all__ = [
     "json_depth",
     "json_text_too_deep",
     "loads_json",
+    "lone_surrogate",
     "utf8_json",
     "utf8_text",
 ]
@@ -293,6 +294,34 @@ def utf8_text(text: str) -> str:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def lone_surrogate(value: Any) -> tuple[list[object], str] | None:
+    """Where the first string of ``value`` (keys too) holding a surrogate that UTF-8 cannot
+    encode is, and that surrogate as a JSON escape: ``(path, "\\ud800")``; None when every
+    string is valid Unicode.
+
+    The path lists the dict keys and list indexes down to the string, ``"(key)"`` last when
+    the string is a dict key. Descends what :func:`json_depth` counts, iteratively, so
+    ``value`` must be acyclic.
+    """
+    stack: list[tuple[object, list[object]]] = [(value, [])]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if item.isascii():
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                return where, f"\\u{ord(item[err.start]):04x}"
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                stack.append((child, [*where, key]))
+                stack.append((key, [*where, "(key)"]))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, [*where, i]) for i, child in reversed(list(enumerate(item))))
+    return None
 
 
 def utf8_json(value: Any) -> Any:

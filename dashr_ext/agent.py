@@ -542,7 +542,9 @@ class Agent:
             )
         if call.name in TOOL_NAMES:
             try:
-                text = self.host.call_tool(call.name, arguments)
+                # The JSON text as recorded, not the parsed object: a "\ud800" escape in it
+                # stays an escape on its way to a remote host, whose check then refuses it.
+                text = self.host.call_tool(call.name, call.arguments)
             except RecallError as exc:
                 return f"error: {exc}", True, False
             return truncate_output(scrub_keys(text), self.tool_output_max_chars), False, False

@@ -25,7 +25,9 @@ After a kernel restart the next call re-attaches the same session file by itself
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import os
 import sys
 import threading
@@ -49,6 +51,7 @@ from ._bridge.wire import (
 from ._cells import CellOutput
 from ._compaction import CompactionResult, PruneResult
 from ._events import Event
+from ._jsontext import MAX_JSON_DEPTH, json_depth, lone_surrogate
 from ._meter import Measurement
 from ._pins import Pin
 from ._recall import RecallResult
@@ -360,8 +363,16 @@ class KernelSession:
         return RecallResult(self._call("search", args)["text"], "search")
 
     def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:
-        """Run a model's call of a recall tool in the kernel; returns the tool's text."""
-        args = arguments if isinstance(arguments, str) else dict(arguments)
+        """Run a model's call of a recall tool in the kernel; returns the tool's text.
+
+        Bad arguments raise :class:`~dashr_ext.errors.RecallError`, as ``Dashr.call_tool``
+        does: a mapping holding a lone surrogate is sent as JSON text (the surrogate as its
+        ``\\uXXXX`` escape, which the wire can carry), so the kernel's check refuses it.
+        """
+        args: str | dict[str, Any] = arguments if isinstance(arguments, str) else dict(arguments)
+        if isinstance(args, dict) and json_depth(args) <= MAX_JSON_DEPTH and lone_surrogate(args):
+            with contextlib.suppress(TypeError, ValueError):  # not JSON: the kernel says so
+                args = json.dumps(args)  # ASCII: every lone surrogate becomes its escape
         text: str = self._call("call_tool", {"name": name, "arguments": args})["text"]
         return text
 

@@ -43,6 +43,8 @@ at ``context_length`` (the provider said the request is too long) and ``status_c
 
 from __future__ import annotations
 
+import sys
+
 __all__ = [
     "AgentError",
     "BridgeError",
@@ -88,7 +90,19 @@ class ConfigError(DashrError, ValueError):
         self.field = field
         self.accepted = accepted
         self.received = received
-        super().__init__(f"{field}: expected {accepted}, got {received!r}")
+        super().__init__(f"{field}: expected {accepted}, got {_shown(received)}")
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``; an integer from 2**130 on (40 digits) by its first digits and its
+    length (past ``sys.get_int_max_str_digits()`` Python refuses to write it out at all)."""
+    if type(value) is not int or abs(value).bit_length() <= 130:
+        return repr(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return f"{text[:20]}… (an integer of {len(text.lstrip('-'))} digits)"
 
 
 class EventError(DashrError, ValueError):

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -450,6 +451,15 @@ def stations_task() -> list[tuple[str, list[Computed]]]:
 # --------------------------------------------------------------------------- the server
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Silent when a client disconnects (BrokenPipe/ConnectionReset); other errors print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     """Loopback HTTP server answering from a script (see the module docstring)."""
 
@@ -565,7 +575,7 @@ class ScriptedServer:
             do_POST = _serve
             do_GET = _serve
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd = _QuietServer(("127.0.0.1", 0), Handler)
         httpd.daemon_threads = True
         httpd.timeout = 0.05
         host, port = httpd.server_address[:2]

@@ -5,7 +5,10 @@ directly; it never raises (every failure is a typed error reply) and never impor
 or ``comm``. A request is checked in this order, each failure a ``ProtocolError``: a JSON
 object; nesting and size (:data:`MAX_REQUEST_BYTES`); valid Unicode (no lone surrogates);
 ``version``; then the shipped JSON Schema (``protocol.schema.json``, draft 2020-12) for the
-envelope and the operation's ``args``. See ``docs/bridge.md`` for every operation.
+envelope and the operation's ``args``, a list that must hold objects checked first, naming
+its first few other items and counting the rest (so a huge bad list costs no error per item).
+A schema message quoting a value is scrubbed of API keys, then cut. See ``docs/bridge.md``
+for every operation.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
+from itertools import islice
 from typing import Any
 
 import jsonschema
@@ -21,7 +25,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from .. import errors
 from .._controller import Dashr
-from .._jsontext import MAX_JSON_DEPTH, json_depth, utf8_text
+from .._jsontext import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_text
 from .._redaction import scrub_keys
 from .._version import __version__
 from ..errors import DashrError, ProtocolError
@@ -47,6 +51,11 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 """The default cap on one request, as UTF-8 JSON."""
 MAX_ID_CHARS = 256
 MAX_MESSAGE_CHARS = 400
+"""The longest schema message a reply quotes (after API keys are scrubbed from it)."""
+MAX_LISTED_ITEMS = 10
+"""Items a refused list of non-objects names; the rest are counted."""
+MAX_SCHEMA_ERRORS = 100
+"""Schema errors read to choose the one reported."""
 _ENVELOPE_DEPTH = 4
 """Levels a request adds around a message: the request, ``args``, ``messages``, the list."""
 
@@ -114,20 +123,8 @@ def _path(parts: Iterator[object] | list[object]) -> str:
 
 def _first_surrogate(value: object) -> tuple[str, str] | None:
     """(path, escaped text) of the first string holding a lone surrogate, else None."""
-    stack: list[tuple[object, list[object]]] = [(value, [])]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii() and utf8_text(item) != item:
-                bad = next(c for c in item if 0xD800 <= ord(c) <= 0xDFFF)
-                return _path(where), f"\\u{ord(bad):04x}"
-        elif isinstance(item, dict):
-            for key, child in reversed(item.items()):
-                stack.append((child, [*where, key]))
-                stack.append((key, [*where, "(key)"]))
-        elif isinstance(item, list):
-            stack.extend((child, [*where, i]) for i, child in reversed(list(enumerate(item))))
-    return None
+    found = lone_surrogate(value)
+    return None if found is None else (_path(found[0]), found[1])
 
 
 def check_request(
@@ -170,6 +167,8 @@ def check_request(
         raise ProtocolError(
             f"op: unknown operation {op!r}; the operations are: {', '.join(sorted(OPS))}"
         )
+    if isinstance(op, str) and isinstance(request.get("args"), dict):
+        _check_object_lists(op, request["args"])
     _validate("request", request, [])
     args = request.get("args", {})
     assert isinstance(op, str) and isinstance(args, dict)
@@ -179,8 +178,55 @@ def check_request(
     return rid, op, args
 
 
+@cache
+def _object_lists() -> dict[str, tuple[str, ...]]:
+    """Operation -> the names of its ``args`` the schema wants as an array of objects."""
+    lists: dict[str, tuple[str, ...]] = {}
+    for op, spec in schema()["$defs"]["args"].items():
+        names = tuple(
+            name
+            for name, prop in spec.get("properties", {}).items()
+            if any(
+                branch.get("type") == "array" and branch.get("items") == {"type": "object"}
+                for branch in prop.get("oneOf", [prop])
+            )
+        )
+        if names:
+            lists[op] = names
+    return lists
+
+
+_JSON_TYPES: dict[type, str] = {str: "a string", bool: "a boolean", int: "a number"}
+_JSON_TYPES.update({float: "a number", list: "an array", type(None): "null"})
+
+
+def _check_object_lists(op: str, args: dict[str, Any]) -> None:
+    """Refuse a list of non-objects where the schema wants objects, before the schema does.
+
+    The schema's check builds an error for every item (a 3 MB list of numbers costs seconds
+    and gigabytes); this one names the first :data:`MAX_LISTED_ITEMS` and counts the rest.
+    """
+    for name in _object_lists().get(op, ()):
+        items = args.get(name)
+        if not isinstance(items, list):
+            continue
+        bad = (i for i, item in enumerate(items) if not isinstance(item, dict))
+        first = list(islice(bad, MAX_LISTED_ITEMS))
+        if not first:
+            continue
+        more = sum(1 for _ in bad)
+        listed = ", ".join(
+            f"[{i}] {_JSON_TYPES.get(type(items[i]), type(items[i]).__name__)}" for i in first
+        )
+        raise ProtocolError(
+            f"args.{name}: expected a list of JSON objects; {len(first) + more} of its "
+            f"{len(items)} items are not: {listed}{f', and {more} more' if more else ''}"
+        )
+
+
 def _validate(name: str, instance: object, prefix: list[object]) -> None:
-    error = best_match(_validator(name).iter_errors(instance))
+    # Bounded: best_match otherwise reads every error, one per item of a bad list.
+    error = best_match(islice(_validator(name).iter_errors(instance), MAX_SCHEMA_ERRORS))
     if error is None:
         return
     raise ProtocolError(_describe(error, prefix))
@@ -188,7 +234,8 @@ def _validate(name: str, instance: object, prefix: list[object]) -> None:
 
 def _describe(error: ValidationError, prefix: list[object]) -> str:
     where = _path([*prefix, *error.absolute_path])
-    message = error.message
+    # Keys are scrubbed before the cut, which could split one and leave most of it.
+    message = scrub_keys(error.message)
     if len(message) > MAX_MESSAGE_CHARS:  # the schema's message quotes the whole value
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
     if error.validator == "additionalProperties":

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._checkpoints import checkpoint_of
+from .._checkpoints import summary_of
 from .._events import Event
 from .._formats.openai import event_to_openai, to_openai
 from .._meter import Measurement
@@ -120,12 +120,15 @@ def plan_pass(
 
 
 def previous_summary(view: PlanView, span: Sequence[Event]) -> str | None:
-    """The raw summaries of the checkpoints inside ``span`` (merged forward), or None."""
+    """The raw summaries of the checkpoints inside ``span`` (merged forward), or None.
+
+    A checkpoint node whose pass's summary cannot be found (its ``source.checkpoint`` names
+    none, and none can be derived) carries no summary forward: its text is in the span."""
     summaries = []
     for event in span:
-        checkpoint = checkpoint_of(event, view.events)
-        if checkpoint is not None:
-            summaries.append(str(summary_payload(view.event(int(checkpoint[1:])))["summary"]))
+        summary = summary_of(event, view.events)
+        if summary is not None:
+            summaries.append(str(summary_payload(summary)["summary"]))
     return "\n\n".join(summaries) if summaries else None
 
 

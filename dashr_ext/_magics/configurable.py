@@ -15,7 +15,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, magics_class, no_var_expand
-from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, observe, validate
+from traitlets import Bool, Enum, Integer, TraitError, Unicode, observe, validate
 from traitlets.utils.bunch import Bunch
 
 from .._bridge.comm import CommBridge
@@ -55,7 +55,7 @@ from .options import (
 )
 from .progress import CellProgress
 from .search_all import search_sessions
-from .settings import Staging, own_summarizer_field, show_settings
+from .settings import Ratio, Staging, own_summarizer_field, show_settings
 from .subcommands import COMMANDS, USAGE, documented, rest_of_line
 from .subcommands import run as run_subcommand
 
@@ -81,11 +81,11 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.context_window_tokens,
         help="The model's context window, in tokens (>= 256).",
     ).tag(config=True)
-    threshold_ratio = Float(
+    threshold_ratio = Ratio(
         COMPACTION_DEFAULTS.threshold_ratio,
         help="Compact when the request exceeds this fraction of context_window_tokens; in (0, 1).",
     ).tag(config=True)
-    retain_ratio = Float(
+    retain_ratio = Ratio(
         COMPACTION_DEFAULTS.retain_ratio,
         help="History a pass keeps verbatim, as a fraction of context_window_tokens (below "
         "threshold_ratio); used while retain_tokens is None.",
@@ -142,7 +142,7 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.prune_keep_chars,
         help="Characters of head and tail a pruned output keeps (200-100000).",
     ).tag(config=True)
-    oversize_ratio = Float(
+    oversize_ratio = Ratio(
         COMPACTION_DEFAULTS.oversize_ratio,
         help="A message above this share of the trigger is pruned wherever it is, the "
         "newest included; no unit of the retained tail stays larger; in (0, 1).",
@@ -172,7 +172,7 @@ class Dashr(Magics):
         help="recallable engine: upper bound on the state checkpoint, in tokens (>= 128; "
         "None: a sixteenth of the trigger, 512-4096).",
     ).tag(config=True)
-    stub_region_ratio = Float(
+    stub_region_ratio = Ratio(
         COMPACTION_DEFAULTS.stub_region_ratio,
         help="recallable engine: the oldest stubs roll up into one directory node when the "
         "stubs pass this share of the trigger; in (0, 0.5].",

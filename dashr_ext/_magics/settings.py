@@ -16,16 +16,44 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
-from traitlets import HasTraits
+from traitlets import Float, HasTraits
 
+from .._config import CompactionConfig
 from .._controller import Dashr as DashrController
 from ..errors import ConfigError
-from .options import COMPACTION_TRAITS, RECALL_TRAITS
+from .options import COMPACTION_TRAITS, RECALL_TRAITS, trait_errors
 
-__all__ = ["Staging", "own_summarizer_field", "show_settings"]
+__all__ = ["Ratio", "Staging", "own_summarizer_field", "show_settings"]
+
+
+class Ratio(Float[float, float]):
+    """The trait of a ratio setting (a ``CompactionConfig`` field of that name).
+
+    traitlets' ``Float`` converts an integer with ``float()``, which raises OverflowError past
+    the float range (``%config Dashr.threshold_ratio = 10**400``): that value is refused with
+    the setting's own error instead, like any other bad value."""
+
+    def validate(self, obj: Any, value: Any) -> float:
+        try:
+            return float(super().validate(obj, value))
+        except OverflowError:
+            with trait_errors():
+                CompactionConfig.check_field(str(self.name), value)  # no ratio is an integer
+            raise
+
+    def info(self) -> str:
+        """What the setting accepts, in its own words (``a number in (0, 1)``)."""
+        try:
+            CompactionConfig.check_field(str(self.name), None)  # every ratio refuses None
+        except ConfigError as exc:
+            if exc.field == self.name:
+                return exc.accepted
+        return super().info()
+
 
 _SUMMARIZER_FIELDS = {"LLMSummarizer.base_url": "llm_base_url", "LLMSummarizer.model": "llm_model"}
 """The summarizer's fields by the option that sets them."""

@@ -6,7 +6,9 @@ short: at most 250 tokens together by the meter's envelope count
 keyword arguments or raises :class:`RecallError` with a message meant to be sent back to the
 model as the tool's (error) result. A JSON arguments string must be strict JSON (no ``NaN``
 or ``Infinity``) nested at most ``MAX_JSON_DEPTH`` (64) levels deep
-(:func:`~dashr_ext._jsontext.loads_json`, which never recurses into a ``RecursionError``).
+(:func:`~dashr_ext._jsontext.loads_json`, which never recurses into a ``RecursionError``),
+and every string in the arguments (names too) must be valid Unicode: a lone surrogate, as a
+JSON escape like ``"\\ud800"`` gives, is refused with a :class:`RecallError` too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._config import RecallConfig
-from .._jsontext import loads_json
+from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, lone_surrogate
 from .._payloads import RECALL_TOOL_NAMES
 from ..errors import RecallError
 
@@ -25,7 +27,7 @@ TOOL_NAMES: tuple[str, ...] = RECALL_TOOL_NAMES
 ACCEPTED_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "history_outline": (),
     "history_read": ("checkpoint", "seq", "cursor"),
-    "history_search": ("query", "checkpoint", "limit"),
+    "history_search": ("query", "checkpoint", "limit", "cursor"),
 }
 
 
@@ -33,7 +35,7 @@ def tool_arguments(name: str, arguments: object) -> dict[str, Any]:
     """The keyword arguments of a recall tool call (JSON string or mapping), ``None`` dropped.
 
     Raises :class:`RecallError` for an unknown tool, arguments that are not a JSON object,
-    unknown argument names, or a search without its query.
+    a string holding a lone surrogate, unknown argument names, or a search without its query.
     """
     if name not in ACCEPTED_ARGUMENTS:
         raise RecallError(f"unknown tool {name!r}; the recall tools are {', '.join(TOOL_NAMES)}")
@@ -50,7 +52,7 @@ def tool_arguments(name: str, arguments: object) -> dict[str, Any]:
     if name == "history_search" and "query" not in present:
         raise RecallError(
             "history_search: missing the required argument 'query' (a phrase to find); "
-            "accepted: query, checkpoint, limit"
+            "accepted: query, checkpoint, limit, cursor"
         )
     return present
 
@@ -78,6 +80,16 @@ def _arguments(name: str, arguments: object) -> dict[str, Any]:
         )
     if not all(isinstance(k, str) for k in value):
         raise RecallError(f"{name}: argument names must be strings")
+    if json_depth(value) > MAX_JSON_DEPTH:  # a mapping from Python: bound it before the walk
+        raise RecallError(f"{name}: the arguments nest more than {MAX_JSON_DEPTH} levels deep")
+    found = lone_surrogate(value)
+    if found is not None:
+        where, escaped = found
+        what = "an argument name" if where == ["(key)"] else f"argument {where[0]!r}"
+        raise RecallError(
+            f"{name}: {what} holds a lone surrogate ({escaped}), which is not valid "
+            "Unicode; send valid text (e.g. U+FFFD in its place)"
+        )
     return value
 
 
@@ -139,6 +151,7 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
                             "minimum": 1,
                             "maximum": config.search_max_hits,
                         },
+                        "cursor": {"type": "string"},
                     },
                     "required": ["query"],
                     "additionalProperties": False,
