@@ -40,7 +40,8 @@ _STRONG_RULE = re.compile(
     r"earlier) than|at (?:most|least)|mandatory|required|make sure|ensure|only ever|"
     r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap|constraint)|no exceptions?|"
     r"(?:i|we) (?:(?:really |would |'d )?prefer|(?:would|'d) rather|always want)|a preference|"
-    r"my preference|please (?:always|never|keep)|in every (?:commit|pr|change|message))\b",
+    r"my preference|your preference|please (?:always|never|keep)|in every (?:commit|pr|change|"
+    r"message)|(?:i|we) (?:(?:really|do|would|'d) )?like (?!to\b)|(?:noted|noting) the rule)\b",
     re.I,
 )
 _WEAK_RULE = re.compile(
@@ -142,7 +143,9 @@ _OVERRIDE = re.compile(
 _TASK_STATE = re.compile(
     r"\b(?:awaiting (?:your|the user'?s?)|waiting (?:for|on) (?:your|you)|open question|"
     r"still (?:to do|open|pending)|(?:steps?|tasks?) (?:done|completed|remaining)|"
-    r"next step)\b",
+    r"next step|(?:i )?still owe you an answer|can you (?:tell|let) me|let me know (?:if|"
+    r"whether|which|what|when)|i(?:'ll| will) hold until|(?:that|this) (?:part|step) is "
+    r"(?:finished|done|complete)|i(?:'ve| have) (?:finished|completed)|next,? we|then,? we)\b",
     re.I,
 )
 # Conversational filler: acknowledgements, small talk, asides, "continuing".
