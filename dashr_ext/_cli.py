@@ -106,7 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--context-window-tokens", type=int)
 
     imp = sub.add_parser("import", help="turn OpenAI chat messages into a session file")
-    imp.add_argument("file", type=Path, help='a JSON list of messages or {"messages": [...]}')
+    imp.add_argument(
+        "file",
+        type=Path,
+        help='a JSON list of messages, {"messages": [...]}, or JSON Lines of messages',
+    )
     imp.add_argument("--format", default="openai", choices=["openai"], help="(default: openai)")
     imp.add_argument("-o", "--output", type=Path, help="session file to write")
     add_pin_parsers(sub)
@@ -197,12 +201,22 @@ def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
 # --------------------------------------------------------------------------- commands
 
 
+SESSION_FILE = "give a session file (.jsonl), as Dashr.create or dashr demo --out writes one"
+"""What the commands that read a session take (their errors end with it)."""
+
+
+def _regular(path: Path, accepted: str = SESSION_FILE) -> Path:
+    """``path`` when it is a regular file (a FIFO or a device is never read); else an error
+    saying what it is and what the command takes."""
+    from ._recall.index_files import regular_file
+
+    return regular_file(path, accepted)
+
+
 def _open_read_only(path: Path) -> Any:
     from ._controller import Dashr
 
-    if not path.is_file():
-        raise FileNotFoundError(2, "no such file", str(path))
-    return Dashr.open(path, read_only=True)
+    return Dashr.open(_regular(path), read_only=True)
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -257,6 +271,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         raise _UsageError("give FILE and QUERY, or --all [DIR] QUERY to search every session")
     from ._recall import cold
 
+    accepted = f"{SESSION_FILE}; dashr search --all DIR QUERY searches every session in DIR"
+    _regular(Path(args.file), accepted)
     if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
         result = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit)
         if result is not None:
@@ -300,8 +316,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from ._controller import Dashr
     from ._progress import LineSink, Progress
 
-    if not args.file.is_file():
-        raise FileNotFoundError(2, "no such file", str(args.file))
+    _regular(args.file)
     given = {
         name: value
         for name in ("engine", "context_window_tokens", "recency_window_tokens", "retain_tokens")
@@ -366,18 +381,10 @@ def _prune_line(result: PruneResult) -> str:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from ._controller import Dashr
+    from ._formats.openai import IMPORT_ACCEPTS, import_messages
 
-    with args.file.open(encoding="utf-8") as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{args.file} is not valid JSON ({exc})") from None
-    tools = None
-    if isinstance(data, dict):
-        tools = data.get("tools")
-        data = data.get("messages")
-    if not isinstance(data, list):
-        raise ValueError(f'{args.file}: expected a JSON list of messages or {{"messages": [...]}}')
+    text = _regular(args.file, f"import reads {IMPORT_ACCEPTS}").read_text(encoding="utf-8")
+    data, tools = import_messages(text, str(args.file))
     # Convert and validate every message before any file exists: bad input leaves nothing.
     with Dashr.create(in_memory=True, tools=tools) as probe:
         probe.record_openai(data)
@@ -542,8 +549,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from .bridge import KernelSession
 
     settings = _settings(args.set)
-    if args.kernel is not None and not args.kernel.is_file():
-        raise FileNotFoundError(2, "no such file", str(args.kernel))
+    if args.kernel is not None:
+        _regular(args.kernel, "give a running kernel's connection file (kernel-*.json)")
     # The endpoint is checked before a kernel starts; the key comes from the environment.
     with ChatClient(args.base_url, args.model, label="agent") as client:
         options = {"session_path": args.session, "timeout": args.timeout}

@@ -9,6 +9,7 @@ specs, letting the session write the turn/step markers their order implies (SPEC
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -27,11 +28,13 @@ from .._jsontext import MAX_JSON_DEPTH, json_depth, loads_json, utf8_json, utf8_
 from ..errors import FormatError
 
 __all__ = [
+    "IMPORT_ACCEPTS",
     "EnvelopeSource",
     "KnownToolCalls",
     "RequestSource",
     "envelope_messages",
     "event_to_openai",
+    "import_messages",
     "to_event_specs",
     "to_openai",
 ]
@@ -45,6 +48,73 @@ _KNOWN_KEYS = {
     "assistant": {"role", "content", "tool_calls", "reasoning_content"},
     "tool": {"role", "content", "tool_call_id"},
 }
+
+
+IMPORT_ACCEPTS = (
+    'OpenAI chat messages: a JSON list of messages, {"messages": [...], "tools": [...]}, or '
+    "JSON Lines with one message per line"
+)
+"""What :func:`import_messages` reads (error messages end with it)."""
+_READS = f"import reads {IMPORT_ACCEPTS}"
+_EVENT_KEYS = frozenset({"seq", "type", "time"})
+"""Keys every dashr event has and no OpenAI message: a line holding them is a session log's."""
+
+
+def import_messages(text: str, source: str) -> tuple[list[Any], Any]:
+    """The messages and the tool schemas (None when not given) of a file to import.
+
+    ``text`` is the file's content, ``source`` its name for messages. Raises
+    :class:`~dashr_ext.errors.FormatError` saying what was found and what is read instead
+    (:data:`IMPORT_ACCEPTS`); a dashr session log is named as such (it needs no import).
+    The messages themselves are checked when they are translated (:func:`to_event_specs`).
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":  # more than one JSON value: JSON Lines
+            raise FormatError(source, f"not valid JSON ({exc}); {_READS}") from None
+        return _json_lines(text, source), None
+    except RecursionError:
+        raise FormatError(source, f"nested too deeply; {_READS}") from None
+    tools = None
+    if isinstance(data, dict):
+        if data.keys() >= _EVENT_KEYS:
+            raise FormatError(source, _session_log())
+        if "role" in data and "messages" not in data:  # one message (one line of JSON Lines)
+            return [data], None
+        tools = data.get("tools")
+        data = data.get("messages")
+    if not isinstance(data, list):
+        got = "an object without messages" if isinstance(data, dict) else type(data).__name__
+        raise FormatError(source, f"got {got}; {_READS}")
+    return data, tools
+
+
+def _json_lines(text: str, source: str) -> list[Any]:
+    messages: list[Any] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            problem = f"not a JSON value ({why}); {_READS}"
+            raise FormatError(f"{source} line {number}", problem) from None
+        if isinstance(obj, dict) and obj.keys() >= _EVENT_KEYS:
+            raise FormatError(source, _session_log())
+        if not isinstance(obj, dict) or "role" not in obj:
+            got = "an object without a role" if isinstance(obj, dict) else type(obj).__name__
+            raise FormatError(f"{source} line {number}", f"{got}, not a message; {_READS}")
+        messages.append(obj)
+    return messages
+
+
+def _session_log() -> str:
+    return (
+        "a dashr session log already (its lines are dashr events, not OpenAI messages): it "
+        f"needs no import, dashr inspect, outline, read and search read it as it is; {_READS}"
+    )
 
 
 class KnownToolCalls(Protocol):

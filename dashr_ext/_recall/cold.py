@@ -61,7 +61,7 @@ from .._payloads import CONFIG_CHANGE
 from .._pruned import archive_key, pruned_info
 from .._replay import parse_event
 from ..errors import ConfigError, DashrError
-from .hits import Hit, render_hits
+from .hits import FIRST_PAGE, Hit, Paging, render_hits
 from .prefilter import (
     ESCAPE,
     IMAGE,
@@ -496,11 +496,13 @@ class ColdLog:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, query: str, checkpoint: str | None, limit: int | None) -> RecallResult:
+    def search(
+        self, query: str, checkpoint: str | None, limit: int | None, paging: Paging = FIRST_PAGE
+    ) -> RecallResult:
         """``Recall.search`` of ``query`` (normalised: the scanned phrase)."""
         phrase = self.phrase
         max_hits = self.config.search_max_hits
-        if limit is not None and not _in_range(limit, max_hits):
+        if not _in_range(limit, max_hits) or (paging.after or 0) >= self.length:
             raise _Refused  # history_search says what is wrong
         key = checkpoint.strip().lower() if isinstance(checkpoint, str) else None
         scope_seqs: tuple[int, ...] | None = None
@@ -517,27 +519,14 @@ class ColdLog:
         if scope_seqs is not None:
             inside = set(scope_seqs)
             matched = [s for s in matched if s in inside]
-        summaries = [s for s in matched if s in self.decoded and is_checkpoint(self.decoded[s])]
-        if summaries:
-            taken = set(summaries)
-            matched = [s for s in matched if s not in taken] + summaries
         read_chars = self.config.read_max_chars
         width = min(SNIPPET_CHARS, max(60, read_chars // 10))
 
         def hit_of(seq: int) -> Hit:
             event = self.matched_event(seq)
-            before, match, after = snippet(
-                event_body(event, decoded=True), phrase, width, lines=True
-            )
-            return Hit(
-                seq,
-                seq in self.current,
-                self.owner_of(seq),
-                minute_utc(event.time),
-                before,
-                match,
-                after,
-            )
+            pieces = snippet(event_body(event, decoded=True), phrase, width, lines=True)
+            owner, time = self.owner_of(seq), minute_utc(event.time)
+            return Hit(seq, seq in self.current, owner, time, *pieces)
 
         return render_hits(
             query,
@@ -550,6 +539,9 @@ class ColdLog:
             hit_of=hit_of,
             owner_of=self.owner_of,
             latest=self.checkpoints[-1].id if self.checkpoints else None,
+            events=self.length,
+            is_summary=lambda s: s in self.decoded and is_checkpoint(self.decoded[s]),
+            paging=paging,
         )
 
     def owner_of(self, seq: int) -> str:
@@ -559,7 +551,7 @@ class ColdLog:
 
 
 def _in_range(limit: object, high: int) -> bool:
-    return isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= high
+    return limit is None or (type(limit) is int and 1 <= limit <= high)  # None: the default
 
 
 def needles_of(p: Plan | None) -> list[Needle]:
@@ -580,6 +572,7 @@ def _scan_search(
     checkpoint: str | None,
     limit: int | None,
     fetch: Callable[[int, int], bytes] | None,
+    paging: Paging,
 ) -> RecallResult | None:
     phrase = normalize(query) if isinstance(query, str) else ""
     if not phrase:
@@ -587,13 +580,17 @@ def _scan_search(
     try:
         log = ColdLog.scan(f, phrase, plan(phrase))
         log.fetch = fetch
-        return log.search(query, checkpoint, limit)
+        return log.search(query, checkpoint, limit, paging)
     except _Refused:
         return None
 
 
 def search_bytes(
-    data: bytes, query: str, checkpoint: str | None = None, limit: int | None = None
+    data: bytes,
+    query: str,
+    checkpoint: str | None = None,
+    limit: int | None = None,
+    paging: Paging = FIRST_PAGE,
 ) -> RecallResult | None:
     """``history_search`` over the log ``data`` (a session file's bytes) without a replay;
     None when only a replay gives the answer (the caller then replays)."""
@@ -601,14 +598,18 @@ def search_bytes(
     def fetch(at: int, length: int) -> bytes:
         return data[at : at + length]
 
-    return _scan_search(io.BytesIO(data), query, checkpoint, limit, fetch)
+    return _scan_search(io.BytesIO(data), query, checkpoint, limit, fetch, paging)
 
 
 def cold_search(
-    path: Path, query: str, checkpoint: str | None = None, limit: int | None = None
+    path: Path,
+    query: str,
+    checkpoint: str | None = None,
+    limit: int | None = None,
+    paging: Paging = FIRST_PAGE,
 ) -> RecallResult | None:
     """:func:`search_bytes` over the file at ``path``, read a piece at a time; None when
-    it cannot be read or only a replay gives the answer."""
+    it cannot be read or only a replay gives the answer (a cursor past its end too)."""
 
     def fetch(at: int, length: int) -> bytes:
         with open(path, "rb") as again:
@@ -617,7 +618,7 @@ def cold_search(
 
     try:
         with open(path, "rb", buffering=0) as f:
-            return _scan_search(f, query, checkpoint, limit, fetch)
+            return _scan_search(f, query, checkpoint, limit, fetch, paging)
     except OSError:
         return None
 
@@ -629,6 +630,7 @@ def search_replayed(
     query: str,
     checkpoint: str | None = None,
     limit: int | None = None,
+    paging: Paging = FIRST_PAGE,
 ) -> RecallResult | None:
     """``Recall.search`` of a replayed log (``events``, read from ``path``) without building
     the search index: the file's first ``len(events)`` lines are scanned as
@@ -643,6 +645,6 @@ def search_replayed(
         if log.last_type.decode() != events[-1].type:
             return None  # not the file the events came from
         log.config = config
-        return log.search(query, checkpoint, limit)
+        return log.search(query, checkpoint, limit, paging)
     except (OSError, _Refused):
         return None

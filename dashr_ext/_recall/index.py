@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -24,11 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from .._catalog import session_files
+from .._catalog import HEAD_BYTES
 from .._checkpoints import is_checkpoint
 from .._config import RecallConfig
 from .._session import Session
 from ..errors import ConfigError, RecallError, SearchIndexError, StoreError
+from .index_files import describe_error, describe_mode, list_sessions
 from .index_hits import SessionHit, render_all
 from .index_units import (
     IDENTITY_BYTES,
@@ -37,7 +39,11 @@ from .index_units import (
     Recorded,
     Stat,
     digest,
+    exact_bytes,
+    exact_text,
+    fts_form,
     fts_query,
+    line_problem,
     plan_update,
     units_of,
 )
@@ -57,7 +63,7 @@ __all__ = [
 
 INDEX_FILE = ".dashr-index.sqlite3"
 """The index's file name in the session directory."""
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 READ_CHUNK = 16 << 20
 """Bytes of a log read at a time while indexing."""
 BUSY_SECONDS = 30.0
@@ -80,7 +86,7 @@ def _schema(tokenizer: str) -> str:
         units INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
         problem TEXT
     );
-    CREATE VIRTUAL TABLE texts USING {_FTS_MODULE}(text, {TOKENIZERS[tokenizer]});
+    CREATE VIRTUAL TABLE texts USING {_FTS_MODULE}(text, exact UNINDEXED, {TOKENIZERS[tokenizer]});
     INSERT INTO meta VALUES ('format', 'dashr-index'), ('schema', '{SCHEMA_VERSION}'),
         ('tokenizer', '{tokenizer}');
     """
@@ -112,6 +118,8 @@ class UpdateStats:
     """Bytes read to check that an appended file is the file indexed before."""
     reindexed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """``*.jsonl`` entries not read, by name, with why (not regular files, unreadable)."""
     rebuilt: bool = False
     """True when the index file was missing, foreign or corrupt and was made anew."""
 
@@ -252,6 +260,7 @@ class SessionIndex:
         self._con = self._rebuild(bad)
         stats.read.clear()
         stats.reindexed.clear()
+        stats.skipped.clear()
         stats.rebuilt = True
 
     def _busy_error(self) -> SearchIndexError:
@@ -262,7 +271,9 @@ class SessionIndex:
 
     def _update(self, stats: UpdateStats) -> None:
         con = self._con
-        on_disk = {p.name: p for p in session_files(self.directory)}
+        listing = list_sessions(self.directory)
+        stats.skipped.update(listing.skipped)
+        on_disk = listing.files
         seen = {
             name: (sid, Recorded(Stat(dev, ino, size, mtime), indexed))
             for sid, name, dev, ino, size, mtime, indexed in con.execute(
@@ -278,7 +289,9 @@ class SessionIndex:
         for name, path in on_disk.items():
             try:
                 st = os.stat(path)
-            except OSError:
+            except OSError as exc:  # gone (or made unreadable) since it was listed
+                if os.path.lexists(path):
+                    stats.skipped[name] = describe_error(exc)
                 continue
             now = Stat(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if name in seen and plan_update(seen[name][1], now) == "skip":
@@ -300,12 +313,17 @@ class SessionIndex:
         recorded = Recorded(Stat(*row[1:5]), row[5]) if row is not None else None
         if plan_update(recorded, now) == "skip":
             return
-        try:
-            fh = path.open("rb")
-        except OSError:
+        try:  # not blocking: a FIFO put in the file's place since it was listed
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            self._unreadable(name, row[0] if row is not None else None, describe_error(exc), stats)
             return
-        with fh:
+        with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                kind = f"{describe_mode(st.st_mode)}, not a regular file"
+                self._unreadable(name, row[0] if row is not None else None, kind, stats)
+                return
             now = Stat(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             plan = plan_update(recorded, now)
             if plan == "skip":
@@ -332,6 +350,13 @@ class SessionIndex:
                     start, lines, units = 0, 0, 0
             self._read_new(fh, name, sid, now, start, lines, units, stats)
 
+    def _unreadable(self, name: str, sid: int | None, why: str, stats: UpdateStats) -> None:
+        """A listed file that cannot be opened: out of the index, named in the result."""
+        stats.skipped[name] = why
+        if sid is not None:
+            self._forget(sid)
+            self._con.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+
     def _read_new(
         self,
         fh: BinaryIO,
@@ -343,36 +368,54 @@ class SessionIndex:
         units: int,
         stats: UpdateStats,
     ) -> None:
-        """Index the complete lines from byte ``start`` to the file's size at ``now``."""
+        """Index the complete lines from byte ``start`` to the file's size at ``now``.
+
+        Each byte is read once and looked at for a newline once. A file's first read is
+        :data:`HEAD_BYTES`; a line without a newline that cannot be a log's
+        (:func:`line_problem`: no session header at the start of a file, longer than
+        ``MAX_LINE_BYTES``) ends the reading with a problem, so a huge file that is no
+        session costs at most that much.
+        """
         con = self._con
         fh.seek(start)
-        pending = b""
+        line: list[bytes] = []  # the line after ``offset`` read so far, no newline yet
+        line_bytes = 0
         offset = start
         read = 0
         problem: str | None = None
         session_id: str | None = None
         last_seq: int | None = None
         base = sid << _SEQ_BITS
-        while offset + len(pending) < now.size:
-            chunk = fh.read(min(READ_CHUNK, now.size - offset - len(pending)))
+        while offset + line_bytes < now.size:
+            want = HEAD_BYTES if offset == 0 and not line else READ_CHUNK
+            chunk = fh.read(min(want, now.size - offset - line_bytes))
             if not chunk:
                 break
             read += len(chunk)
-            data = pending + chunk
+            if b"\n" not in chunk:
+                line.append(chunk)
+                line_bytes += len(chunk)
+                why = line_problem(lines + 1, line_bytes, line[0])
+                if why is not None:
+                    problem = f"line {lines + 1}: {why}"
+                    break
+                continue
+            data = b"".join([*line, chunk]) if line else chunk
             try:
                 parsed = units_of(data, offset, lines + 1)
             except BadLine as bad:
                 problem = f"line {bad.lineno}: {bad.reason}"
                 break
             con.executemany(
-                "INSERT INTO texts(rowid, text) VALUES (?, ?)",
-                [(base | u.seq, u.text) for u in parsed.units],
+                "INSERT INTO texts(rowid, text, exact) VALUES (?, ?, ?)",
+                [(base | u.seq, *_stored(u.text)) for u in parsed.units],
             )
             units += len(parsed.units)
             lines += parsed.lines
             session_id = parsed.session_id or session_id
             last_seq = parsed.last_seq if parsed.last_seq is not None else last_seq
-            pending = data[parsed.end - offset :]
+            rest = data[parsed.end - offset :]
+            line, line_bytes = ([rest] if rest else []), len(rest)
             offset = parsed.end
         stats.read[name] = stats.read.get(name, 0) + read
         if problem is not None:  # the session cannot be replayed: nothing of it is searchable
@@ -412,19 +455,28 @@ class SessionIndex:
 
     def candidates(self, phrase: str) -> dict[str, list[int]]:
         """Seqs whose normalised text contains ``phrase`` (normalised), ascending, per file."""
-        expr = fts_query(phrase, self.tokenizer)
+        looked_up = fts_form(phrase)
+        expr = fts_query(looked_up, self.tokenizer)
         if expr is not None:
-            cur = self._con.execute("SELECT rowid, text FROM texts WHERE texts MATCH ?", (expr,))
+            cur = self._con.execute(
+                "SELECT rowid, text, exact FROM texts WHERE texts MATCH ?", (expr,)
+            )
         else:  # no trigram to look up: a scan of the stored text
             cur = self._con.execute(
-                "SELECT rowid, text FROM texts WHERE instr(text, ?) > 0", (phrase,)
+                "SELECT rowid, text, exact FROM texts WHERE instr(text, ?) > 0", (looked_up,)
             )
         by_id: dict[int, list[int]] = {}
-        for rowid, text in cur:
-            if phrase in text:  # the literal check of history_search
+        for rowid, text, exact in cur:
+            if phrase in exact_text(text, exact):  # the literal check of history_search
                 by_id.setdefault(rowid >> _SEQ_BITS, []).append(rowid & _SEQ_MASK)
         names = dict(self._con.execute("SELECT id, name FROM sessions").fetchall())
         return {names[sid]: sorted(seqs) for sid, seqs in by_id.items() if sid in names}
+
+
+def _stored(text: str) -> tuple[str, bytes | None]:
+    """A unit's ``text`` and ``exact`` columns."""
+    form = fts_form(text)
+    return form, exact_bytes(text, form)
 
 
 def _identity(fh: BinaryIO, end: int) -> tuple[bytes, bytes]:
@@ -445,7 +497,7 @@ def _rebuild_lock(index: Path) -> Iterator[None]:
         return
     import fcntl
 
-    fd = os.open(f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -560,6 +612,7 @@ def search_all(
     found = find_all(directory, query, index_path=index_path, tokenizer=tokenizer)
     good = [s for s in found.sessions if s.problem is None]
     skipped = [f"{s.name}: {s.problem}" for s in found.sessions if s.problem is not None]
+    skipped += [f"{name}: {why}" for name, why in sorted(found.stats.skipped.items())]
     counts = {s.name: len(found.matched[s.name]) for s in good if s.name in found.matched}
 
     def hits() -> Iterator[SessionHit]:

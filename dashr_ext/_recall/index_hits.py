@@ -11,19 +11,23 @@ The format is ``history_search``'s with a session column::
 Sessions come newest first (last written first, as ``%dashr sessions`` lists them); within a
 session the hits are in that session's ``history_search`` order (originals, then checkpoint
 summaries). When hits are left out, a line says how to narrow and counts the matches per
-session; files that could not be searched are named on ``skipped`` lines.
+session; files that could not be searched are named on ``skipped`` lines (at most
+:data:`SKIPPED_SHOWN`, the rest named on one line).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping, MutableSequence
+from collections.abc import Iterable, Mapping, MutableMapping, MutableSequence, Sequence
 from dataclasses import dataclass
 
 from .hits import QUERY_SHOWN_CHARS, Hit, search_html
 from .render import one_line
 from .result import RecallResult
 
-__all__ = ["SessionHit", "render_all"]
+__all__ = ["SKIPPED_SHOWN", "SessionHit", "render_all"]
+
+SKIPPED_SHOWN = 10
+"""Most ``skipped NAME: why`` lines of a result; the files past them share one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +82,7 @@ def render_all(
         return f"scanned {scanned}, matched {matched}, truncated {str(truncated).lower()}"
 
     used = len(header(0)) + len(trailer(True)) + len(_narrow(counts, limit, max_hits)) + 8
-    used += sum(len(n) + 1 for n in skipped) + 120 * 2  # room for what opening may add
+    used += sum(len(n) + 1 for n in _skipped_notes(skipped)) + 120 * 2  # what opening may add
     shown: list[SessionHit] = []
     for hit in hits:
         meta, line = hit.lines(len(shown) + 1)
@@ -90,7 +94,7 @@ def render_all(
         if len(shown) >= limit:
             break
     matched = sum(counts.values())
-    notes = [f"skipped {s}" for s in skipped]
+    notes = _skipped_notes(skipped)
     if not matched:
         zero = (
             f"no matches in {sessions} session{plural}: the search is a literal, case-insensitive "
@@ -110,6 +114,18 @@ def render_all(
     lines.extend(notes)
     lines.append(trailer(truncated))
     return RecallResult("\n".join(lines), "search", search_html(lines[0], shown, notes, lines[-1]))
+
+
+def _skipped_notes(skipped: Sequence[str]) -> list[str]:
+    """``skipped NAME: why`` lines, the files past :data:`SKIPPED_SHOWN` named on one line."""
+    if len(skipped) <= SKIPPED_SHOWN:
+        return [f"skipped {s}" for s in skipped]
+    rest = [s.split(": ", 1)[0] for s in skipped[SKIPPED_SHOWN - 1 :]]
+    more = ", …" if len(rest) > 8 else ""
+    return [
+        *(f"skipped {s}" for s in skipped[: SKIPPED_SHOWN - 1]),
+        f"skipped {len(rest)} more files: {', '.join(rest[:8])}{more}",
+    ]
 
 
 def _narrow(counts: Mapping[str, int], limit: int, max_hits: int) -> str:

@@ -3,11 +3,19 @@
 * :func:`units_of`: the searchable units of a run of complete log lines — one per message
   event, its text exactly what ``history_search`` searches (the decoded body, normalised by
   :func:`~.search.normalize`), so the index and the per-session search agree by construction.
+* :func:`line_problem`: why a line still without a newline cannot be a log's (no session
+  header at the start of a file, longer than :data:`MAX_LINE_BYTES`), so reading stops there.
 * :func:`plan_update`: what a file's stat and recorded state say to do with it (skip, read the
   appended bytes, or index it again from the start).
 * :func:`fts_query`: the FTS5 ``MATCH`` expression that narrows to the rows that may hold a
   normalised phrase, or None when the index cannot narrow (the query then scans the stored
   text); a literal check confirms every row either way.
+* :func:`fts_form`: the text FTS5 is given for a unit's text or a phrase. SQLite mishandles
+  two kinds of character: a NUL ends what the trigram tokenizer reads of a text and what the
+  query parser reads of a ``MATCH`` string, and a lone surrogate is no UTF-8 at all. Both
+  become :data:`PLACEHOLDER`, the same way in texts and phrases, so the index still narrows
+  to a superset of the rows holding a phrase; the unit's exact text is stored beside
+  (:func:`exact_bytes`) for the literal check.
 
 No SQLite here: :mod:`.index` is the shell around these.
 """
@@ -20,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .._catalog import HEAD_BYTES
 from .._events import SURFACE_TYPES, Event
 from ..errors import EventError
 from .render import event_body
@@ -27,7 +36,9 @@ from .search import normalize
 
 __all__ = [
     "IDENTITY_BYTES",
+    "MAX_LINE_BYTES",
     "MAX_TRIGRAMS",
+    "PLACEHOLDER",
     "TOKENIZERS",
     "BadLine",
     "Parsed",
@@ -35,7 +46,11 @@ __all__ = [
     "Stat",
     "Unit",
     "digest",
+    "exact_bytes",
+    "exact_text",
+    "fts_form",
     "fts_query",
+    "line_problem",
     "plan_update",
     "quote",
     "units_of",
@@ -53,7 +68,14 @@ MAX_TRIGRAMS = 24
 """Most trigrams of a long phrase a query asks for (spread over the phrase)."""
 IDENTITY_BYTES = 4096
 """Bytes at the head and before the indexed end that identify a file between updates."""
+MAX_LINE_BYTES = 64 << 20
+"""Longest line indexed (the bridge's largest request too); a longer one, or a torn tail
+that long, leaves the file out of the index, named on a ``skipped`` line."""
+_HEADER_START = b'{"seq":0,"type":"session/header"'
+PLACEHOLDER = "\ufffd"
+"""What FTS5 is given in place of a NUL or a lone surrogate (:func:`fts_form`)."""
 _HEADER = "session/header"
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +137,21 @@ def units_of(data: bytes, base: int, lineno: int) -> Parsed:
     return Parsed(units, base + cut, n - lineno, last_seq, session_id)
 
 
+def line_problem(lineno: int, size: int, head: bytes) -> str | None:
+    """Why line ``lineno``, ``size`` bytes so far and no newline, starting with ``head``,
+    cannot be a log's line; None while it still may be.
+
+    A first line not ended within :data:`HEAD_BYTES` is a session header only when it starts
+    as this package writes one (``{"seq":0,"type":"session/header"``), as ``%dashr
+    sessions`` reads it.
+    """
+    if lineno == 1 and size >= HEAD_BYTES and not head.startswith(_HEADER_START):
+        return f"not a session file: no session header in its first {HEAD_BYTES >> 20} MiB"
+    if size > MAX_LINE_BYTES:
+        return f"longer than {MAX_LINE_BYTES >> 20} MiB without a newline (not indexed)"
+    return None
+
+
 def _event(raw: bytes, lineno: int) -> Event:
     try:
         obj = json.loads(raw.decode("utf-8"))
@@ -126,6 +163,25 @@ def _event(raw: bytes, lineno: int) -> Event:
         return Event.from_json(obj)
     except EventError as exc:
         raise BadLine(lineno, str(exc)) from None
+
+
+def fts_form(text: str) -> str:
+    """``text`` with each NUL and lone surrogate made :data:`PLACEHOLDER` (the text itself
+    when it has none): what FTS5 indexes and what a phrase is looked up as."""
+    if "\x00" not in text and (text.isascii() or _UNSAFE.search(text) is None):
+        return text
+    return _UNSAFE.sub(PLACEHOLDER, text)
+
+
+def exact_bytes(text: str, form: str) -> bytes | None:
+    """What is stored beside ``form`` (``fts_form(text)``): None when it is ``text`` itself,
+    else ``text`` in UTF-8 (lone surrogates kept), which SQLite keeps as it is."""
+    return None if form is text else text.encode("utf-8", "surrogatepass")
+
+
+def exact_text(form: str, exact: bytes | None) -> str:
+    """The unit's text from what the index stores (:func:`exact_bytes`)."""
+    return form if exact is None else exact.decode("utf-8", "surrogatepass")
 
 
 def digest(data: bytes) -> str:

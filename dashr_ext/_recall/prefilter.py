@@ -49,6 +49,7 @@ __all__ = [
     "line_may_match",
     "plan",
     "run_needle",
+    "short_escapes",
     "shown_by",
     "unplanned_needles",
 ]
@@ -258,7 +259,8 @@ def unplanned_needles(phrase: str) -> list[bytes | frozenset[str]] | None:
     which every line that can hold the phrase holds; None when every line may. The
     :func:`run_needle` of a run of punctuation, unless :func:`char_needle` has a character
     neither common nor shown by labels and the run may be shown by a tool call (then the
-    character, as for ``->``); else the character's sources and :func:`shown_by`."""
+    character, as for ``->``); else the character's sources, :func:`shown_by` and
+    :func:`short_escapes`."""
     best = _best_char(phrase)
     run = run_needle(phrase)
     if run is not None and (
@@ -267,7 +269,18 @@ def unplanned_needles(phrase: str) -> list[bytes | frozenset[str]] | None:
         return run.needles
     if best is None:
         return None
-    return [best[1], *shown_by(best[1])]
+    return [best[1], *shown_by(best[1]), *short_escapes(best[1])]
+
+
+SHORT_ESCAPES = {"\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}
+"""The control characters JSON writes as a two-character escape, no ``\\u`` (a line holding
+a backspace holds ``\\b``, not the character); the others are ``\\u`` escapes."""
+
+
+def short_escapes(chars: frozenset[str]) -> tuple[bytes, ...]:
+    """The :data:`SHORT_ESCAPES` of ``chars``: a line holding one of those characters holds
+    its escape instead, so the escapes are looked for too."""
+    return tuple(SHORT_ESCAPES[c] for c in sorted(chars) if c in SHORT_ESCAPES)
 
 
 def shown_by(chars: frozenset[str]) -> tuple[bytes, ...]:
