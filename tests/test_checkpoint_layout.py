@@ -174,6 +174,34 @@ def test_the_smallest_spans_decline_with_the_sizes(tmp_path: Path) -> None:
     assert d.engine.last_decline is not None
 
 
+@pytest.mark.parametrize("fed_back", [False, True])
+def test_a_span_of_one_checkpoint_alone_declines(tmp_path: Path, fed_back: bool) -> None:
+    """Compacting nothing but a checkpoint could only lose what it keeps: the pass declines,
+    whether the checkpoint is this session's or one recorded as another session's input."""
+    config = CompactionConfig(recency_window_tokens=4_000, retain_tokens=10)
+    d = Dashr.create(tmp_path / "a.jsonl", config=config)
+    for i in range(6):
+        d.record_openai({"role": "user", "content": f"RULE {i}: never deploy app {i} on Fridays."})
+        d.record_openai({"role": "assistant", "content": f"Noted rule {i}."})
+    d.compact()
+    request = d.request_messages()
+    if fed_back:  # the checkpoint's text becomes a fresh session's only input
+        d = Dashr.create(tmp_path / "b.jsonl", config=config)
+        text = next(str(m["content"]) for m in request if "[checkpoint c" in str(m["content"]))
+        d.record_openai({"role": "user", "content": text})
+    else:
+        assert d.checkpoints()
+    d.record_openai({"role": "user", "content": "Go on."})
+    d.record_openai({"role": "assistant", "content": "Going on."})
+    before = d.session.path.read_bytes()
+    surface = d.request_messages()
+    first = d.session.surface[0]
+    with pytest.raises(CompactionError, match="one checkpoint and nothing else"):
+        d.compact(start_seq=first, end_seq=first)
+    assert d.session.path.read_bytes() == before
+    assert d.request_messages() == surface
+
+
 def test_status_names_the_budget_and_pins_and_a_dry_run_says_a_pass_would_decline(
     tmp_path: Path,
 ) -> None:

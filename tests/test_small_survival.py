@@ -218,7 +218,7 @@ _BY_BUDGET = {(z, r) for z in COUNTS for r in BUDGETS}
 FAILING_COMPLIANCE: set[tuple[object, ...]] = set(_BY_BUDGET)
 FAILING_PRESENT: set[tuple[object, ...]] = {(z, m) for z in COUNTS for m in MODES}
 FAILING_STALE: set[tuple[object, ...]] = set(_BY_BUDGET)
-FAILING_LOST: set[tuple[object, ...]] = {(z, m) for z in COUNTS for m in MODES[1:]}
+FAILING_LOST: set[tuple[object, ...]] = {(z, "same session") for z in COUNTS}
 FAILING_DUPLICATES: set[tuple[object, ...]] = set(_BY_BUDGET) - {("small", 0.10), ("small", 0.20)}
 
 

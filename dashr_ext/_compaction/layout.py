@@ -18,12 +18,13 @@ pass does not start.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._checkpoints import checkpoint_of
+from .._checkpoints import checkpoint_of, is_checkpoint
 from .._events import Event
 from .._footers import FOOTER_FORMS, FRAMING_SHARE, framing_cap
 from .._meter import MESSAGE_OVERHEAD_TOKENS
@@ -185,6 +186,11 @@ def layout_for(
     visible = ""
     if checkpoint_class is None:
         events = [view.event(q) for q in seqs]
+        if len(events) == 1 and not whole_budget and _reads_as_checkpoint(events[0]):
+            return Declined(
+                "the span is one checkpoint and nothing else: a pass over it could only "
+                "lose what it keeps"
+            )
         names = merge_names(_carried_names(view, events), collect_names(events))
         visible = _visible_text(view, [view.event(q) for q in surface[b + 1 :]])
     return plan_layout(
@@ -200,6 +206,20 @@ def layout_for(
         forms=FOOTER_FORMS,
         checkpoint_class=checkpoint_class,
     )
+
+
+_FOOTER_LINE = re.compile(r"^\[checkpoint c\d+\b[^\n]*\]\s*$", re.M)
+
+
+def _reads_as_checkpoint(event: Any) -> bool:
+    """A checkpoint node, or a user message holding a checkpoint's text (its framing tags or
+    footer line: a checkpoint recorded as the input of another session)."""
+    if is_checkpoint(event):
+        return True
+    if event.type != "user/message":
+        return False
+    text = event.message.text
+    return "</compacted-summary>" in text or _FOOTER_LINE.search(text) is not None
 
 
 _FOLDS: weakref.WeakKeyDictionary[Any, PinFold] = weakref.WeakKeyDictionary()
