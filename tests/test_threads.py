@@ -287,7 +287,7 @@ def test_a_usage_report_recorded_while_a_pass_summarizes_lets_the_pass_commit(
     assert reopened_state(d) == state(d)
 
 
-def test_a_message_recorded_while_a_pass_summarizes_makes_the_pass_fail_recoverably(
+def test_a_message_recorded_while_a_pass_summarizes_follows_the_checkpoint(
     tmp_path: Path,
 ) -> None:
     d = make(tmp_path / "s.jsonl", GatedSummarizer())
@@ -297,14 +297,13 @@ def test_a_message_recorded_while_a_pass_summarizes_makes_the_pass_fail_recovera
         recorded = d.record_openai({"role": "user", "content": "Also check the docs."})
         new = next(e for e in recorded if e.type == "user/message")
 
-    (error,) = outcome
-    assert isinstance(error, CompactionError)
-    assert str(error) == "the surface changed while the pass was summarizing"
-    assert d.session.surface == (*surface, new.seq)  # nothing was replaced
+    (result,) = outcome
+    assert result.checkpoint == d.checkpoints()[0].id
+    assert not set(result.shadowed_seqs) & {new.seq}
+    kept = surface[len(result.shadowed_seqs) :]
+    assert d.session.surface == (result.summary_seq + 1, *kept, new.seq)
     last = d.session.events[-1]
-    assert last.type == "compaction/end"
-    assert last.data["error"] == "the surface changed while the pass was summarizing"
-    assert d.archive == {} and d.checkpoints() == []
+    assert last.type == "compaction/end" and "error" not in last.data
     assert reopened_state(d) == state(d)
 
 

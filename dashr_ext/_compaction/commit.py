@@ -1,7 +1,8 @@
 """Step 4 of a pass, ``commit``, and the protocol's bookkeeping on open (SPEC §4.1, §4.2, §7).
 
-The I/O end of a pass: write the archive entry (undoable, so a failed commit leaves the
-archive equal to the one rebuilt from the log), append the closing batch, and add the
+The I/O end of a pass: check that what it summarized is still on the surface as it read it
+(:func:`check_span_current`), write the archive entry (undoable, so a failed commit leaves
+the archive equal to the one rebuilt from the log), append the closing batch, and add the
 post-compaction pointer. On open, the same protocol closes passes a crashed process left
 open and rebuilds the archive from the log.
 """
@@ -25,12 +26,15 @@ from .._payloads import (
 from .._pointer import pointer_text
 from .._pruned import pruned_info
 from .._session import Session
-from ..errors import CompactionWarning, DashrError
+from ..errors import CompactionError, CompactionWarning, DashrError, SurfaceError
 from .compose import Composition, checkpoint_specs
+from .plan import Region
 
 __all__ = [
+    "SPAN_CHANGED",
     "ArchiveUndo",
     "Pointers",
+    "check_span_current",
     "close_orphan_passes",
     "commit_pass",
     "rebuild_archive",
@@ -42,6 +46,30 @@ _MISSING: Any = object()
 
 ArchiveUndo = dict[str, Any]
 """Checkpoint id -> the value a pass's archive write replaced (``_MISSING``: no value)."""
+
+
+SPAN_CHANGED = "the surface changed while the pass was summarizing"
+"""The error a pass ends with when the nodes it summarized are no longer where it read them."""
+
+
+def check_span_current(session: Session, regions: Sequence[Region]) -> None:
+    """Raise :class:`CompactionError` unless the nodes of ``regions`` are still current and
+    contiguous, in the order the pass read them.
+
+    Called holding the session's lock, just before the commit. Nodes recorded after the span
+    while the pass summarized do not count: the checkpoint takes the span's place and they
+    stay after it, in order. A node of the span replaced (a late tool result taking its
+    synthetic one's place, any replace appended through the session) or anything landing
+    between two of its nodes does: the summary no longer describes what it would shadow.
+    """
+    seqs = [seq for region in regions for seq in region.seqs]
+    try:
+        first = session.position(seqs[0]) if seqs else 0
+        contiguous = all(session.position(seq) == first + i for i, seq in enumerate(seqs))
+    except SurfaceError:  # a node of the span is no longer current
+        contiguous = False
+    if not contiguous:
+        raise CompactionError(SPAN_CHANGED)
 
 
 def write_archive(

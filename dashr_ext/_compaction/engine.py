@@ -18,9 +18,9 @@ A pass reads as four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summari
 An engine subclass only decides *which* surface ranges a trigger compacts.
 
 Threads: every step but summarize holds the session's lock, so a pass sees one state from
-measuring to ``compaction/start`` and from the surface check to its closing batch; other
-threads keep recording while the model summarizes, and a surface they change makes the
-pass fail recoverably.
+measuring to ``compaction/start`` and from the span check to its closing batch; other
+threads keep recording while the model summarizes. What they append follows the checkpoint;
+a change inside the summarized span makes the pass fail recoverably.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from ..errors import (
     CompactionWarning,
     SurfaceError,
 )
-from .commit import ArchiveUndo, Pointers, commit_pass, restore_archive
+from .commit import ArchiveUndo, Pointers, check_span_current, commit_pass, restore_archive
 from .compose import MIN_SUMMARY_BODY, compose_pass
 from .layout import Declined, Layout, layout_for
 from .plan import PassPlan, check_explicit_range, plan_pass
@@ -98,8 +98,6 @@ class _Started:
     plan: PassPlan
     compaction_id: str
     start_seq: int
-    surface_version: int
-    """The surface the plan was made on; the pass commits only onto this one."""
 
 
 @dataclass
@@ -525,7 +523,7 @@ class CompactionEngine:
             {"compactionId": compaction_id, "trigger": plan.trigger, "engine": self.name},
         )
         self._slot.compaction_id, self._slot.thread = compaction_id, threading.get_ident()
-        return _Started(plan, compaction_id, start.seq, s.surface_version)
+        return _Started(plan, compaction_id, start.seq)
 
     def _finish(
         self, started: _Started, extra: ExtraEnvelope
@@ -546,8 +544,7 @@ class CompactionEngine:
         self._report("committing", f"compaction pass {started.compaction_id}")
         with s.lock:
             try:
-                if s.surface_version != started.surface_version:
-                    raise CompactionError("the surface changed while the pass was summarizing")
+                check_span_current(s, plan.regions)  # appends after the span are fine
                 composition = compose_pass(  # step 3: pure
                     plan,
                     summaries,

@@ -36,7 +36,7 @@ from .._payloads import POINTER_SOURCE, RECALL_TOOL_NAMES, SummarizerInfo, summa
 from .._summarizers.base import SummaryRequest, SummaryResult
 from ..errors import CompactionError, SurfaceError
 from .chunking import chunk_region
-from .commit import ArchiveUndo, commit_pass, restore_archive
+from .commit import ArchiveUndo, check_span_current, commit_pass, restore_archive
 from .compose import MIN_SUMMARY_BODY, Composition, compose_region, layout_data
 from .engine import (
     CompactionEngine,
@@ -358,8 +358,7 @@ class RecallableEngine(CompactionEngine):
         undo: ArchiveUndo = {}
         with s.lock:
             try:
-                if s.surface_version != started.surface_version:
-                    raise CompactionError("the surface changed while the pass was summarizing")
+                check_span_current(s, plan.regions)  # appends after the span are fine
                 compositions = self._compose(plan, texts, started.compaction_id, len(s))
                 new = sum(c.checkpoint_tokens for c in compositions)
                 if not plan.resume and new >= plan.shadowed_tokens:
