@@ -35,6 +35,7 @@ from .text import code, leading_code
 
 __all__ = [
     "COMPACT_TOKENS",
+    "RECORD_CEILING",
     "compact_line",
     "compact_rank",
     "group_lines",
@@ -102,6 +103,8 @@ VALUE_PRIORITY = 93.0
 RECORD_PRIORITY = 30.0
 """The most a record of the work (commands run, files, concepts, the last message without a
 value) ranks in a checklist: the archive keeps it, the statements come first."""
+RECORD_CEILING = RECORD_PRIORITY + 1.0
+"""A record's priority in a checklist is at most this (see :func:`compact_rank`)."""
 _RECORD = ("Ran `", "Ran ``", "Command run ×", "Last assistant message (seq")
 
 

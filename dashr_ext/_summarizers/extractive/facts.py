@@ -212,15 +212,13 @@ class Facts:
     def read(self, text: str, order: float, source: int) -> None:
         """Record every statement of ``text`` (see :func:`statements`); an update that names
         its subject in other words updates the one earlier value of the same shape."""
-        overriding = _overrides_in(text)
         # Of the assistant's prose only updates and config-like values count (below): a
         # sentence with no cue and nothing config-like in it is not read at all.
-        found = statements(text, source, sieve=source == 2 and not overriding)
+        found = statements(text, source, sieve=source == 2)
         if source in (0, 1, 2):
             found += self._updates(text, {v for _, v, _, _ in found})
         for i, (label, value, was, cue) in enumerate(found):
             known = self._find(_key(label), label, True, value) is not None
-            cue = cue or overriding
             if cue and not known:
                 named = self._named(text, value, _key(label))
                 label, known = named or label, named is not None
@@ -388,14 +386,6 @@ def _whole(text: str, lit: Literal) -> str:
     return lit.value
 
 
-def _overrides_in(text: str) -> bool:
-    """Whether a sentence of ``text`` overrides an earlier statement ("scratch that", "let's
-    go with … instead"), the cue masked out of literals (a path ``src/instead.py`` is none)."""
-    if not overrides(text):
-        return False
-    return any(overrides(s) and score(s).override for s in sentences(bounded(text)))
-
-
 def statements(
     text: str, source: int = 1, sieve: bool = False
 ) -> list[tuple[str, str, tuple[str, ...], bool]]:
@@ -411,8 +401,13 @@ def statements(
     out: list[tuple[str, str, tuple[str, ...], bool]] = []
     prose = source in (0, 1, 2)
     text = bounded(text)
+    overriding = said_before = False
     for sentence in sentences(text, min_chars=4) if prose else [text]:
-        cue = bool(_UPDATE_CUE.search(sentence))
+        # An update cue in the sentence, or an override in it or just before it on its own
+        # ("Scratch that. The cap is $450."); not one anywhere in a long message.
+        overriding = prose and overrides(sentence) and score(sentence).override
+        cue = bool(_UPDATE_CUE.search(sentence)) or overriding or said_before
+        said_before = overriding and len(sentence) <= 40
         if sieve and not cue and not _CONFIG_LIKE.search(sentence):
             continue
         literals = typed_literals(sentence)

@@ -51,7 +51,7 @@ def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
     carry_state(items, old, span)
     read_facts(facts, span)
     facts.add_to(items, _VALUE_LIMITS, limits.show_superseded)
-    said = {old for old, fact in facts.stale().items() if fact.source in (0, 1)}
+    said = {old for old, fact in facts.stale().items() if fact.source in (0, 1, 2)}
     stale = facts.resolve(items, limits.show_superseded)
     replaced = supersede(items, limits.show_superseded)
     stale |= replaced

@@ -154,7 +154,7 @@ def _labelled(sentence: str) -> bool:
     return label is not None and label.isupper()
 
 
-def _labelled_lines(text: str) -> list[str]:
+def labelled_lines(text: str) -> list[str]:
     """The lines of a tool output that open with an upper-case label (``TODO: …``): notes
     a file states, unless the output is a listing of them (more than a few)."""
     found = []
@@ -197,7 +197,7 @@ def add_said_facts(items: Items, span: Span) -> None:
     for seq, command, text in span.tool_outputs:
         _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"
-        for line in _labelled_lines(text):  # a file's "TODO: …", "RULE: …" lines
+        for line in labelled_lines(text):  # a file's "TODO: …", "RULE: …" lines
             key = "\0printed\0" + line
             found.pop(key, None)
             priority = statement_priority(line) or FACT_PRIORITY

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ...errors import SummarizerError
 from .compact import (
     COMPACT_TOKENS,
+    RECORD_CEILING,
     compact_line,
     compact_rank,
     group_lines,
@@ -185,6 +186,12 @@ def fit(
     if not layout.headed or any(i.priority >= _SALIENT_PRIORITY for i in skipped):
         kept = [i for i in kept if i.priority >= FILLER_PRIORITY]
         skipped = [i for i in skipped if i.priority >= FILLER_PRIORITY]
+    if not layout.headed and any(i.priority > RECORD_CEILING for i in skipped):
+        # The record of the work (the archive keeps it) takes no slot of a checklist while
+        # a statement or value is left out: it gets one again only with room to spare.
+        record = [i for i in kept if i.priority <= RECORD_CEILING]
+        kept = [i for i in kept if i.priority > RECORD_CEILING]
+        skipped = [i for i in skipped if i.priority > RECORD_CEILING] + record
     text = layout.write(layout.headings, _unrepeated(kept, layout))
     for _ in range(4):
         actual = count(text)
@@ -254,6 +261,9 @@ class _Said:
         """Of the kept statements (Critical Context): what they hold is said."""
         self.others: set[str] = set()
         """Of the other kept bullets (a request or a message may quote a statement whole)."""
+        self.quoting: list[str] = []
+        """Of the kept requests (carried forward like statements): a statement they quote
+        whole is said (not so the current work or a pending job: a later pass drops them)."""
 
     def holds(self, item: Item) -> bool:
         if item.anchor_kind is not None or item.label is not None:
@@ -265,7 +275,11 @@ class _Said:
             return False
         if self.carried and key in self.carried:
             return True
-        return key in self.others or any(key in k for k in self.keys)
+        return (
+            key in self.others
+            or any(key in k for k in self.keys)
+            or any(key in q for q in self.quoting)
+        )
 
     def add(self, item: Item) -> None:
         if item.anchor_kind is None and item.label is None:
@@ -274,6 +288,8 @@ class _Said:
                 self.keys.append(key)
             else:
                 self.others.add(key)
+                if item.section == REQUEST:
+                    self.quoting.append(key)
 
 
 class _Costs:
