@@ -440,11 +440,12 @@ _VALUE_UPDATES = (
 )
 _MONEY_UPDATES = ("Quick update: keep {a} under {x}.", "Finance says {a} is capped at {x} now.")
 _TEXT_UPDATES = {
+    # A rule or preference is one of several: its update names which ({t}, its last words).
     "rule": (
-        "Scratch the earlier rule on that; instead: {x}.",
-        "Change of plan on that rule: {x}.",
+        "Scratch the earlier rule about {t}; instead: {x}.",
+        "Change of plan on the rule about {t}: {x}.",
     ),
-    "preference": ("Actually, let's switch to {x}.", "No longer what I said before; I want {x}."),
+    "preference": ("Actually, instead of {t}, let's switch to {x}.", "No longer {t}; I want {x}."),
     "task": ("Change of plan: forget the earlier task, we {x} first.", "Let's instead {x}."),
     "next": ("Scratch that, next we {x}.", "Switch the next step: {x}."),
     "decision": ("Change of plan: {x}.", "Let's instead go with {x}."),
@@ -588,12 +589,13 @@ def _say(g: _Rng, f: _Fact) -> str:
     return g.pick(_PLAIN[f.kind][f.source]).format(x=x, X=_cap(x), n=f.noun)
 
 
-def _say_update(g: _Rng, f: _Fact, money: bool) -> str:
+def _say_update(g: _Rng, f: _Fact, money: bool, old: _Fact) -> str:
     x = f.text if not f.reason else f"{f.text}, since {f.reason}"
     if f.kind == "value":
         forms = _VALUE_UPDATES + (_MONEY_UPDATES if money else ())
         return g.pick(forms).format(n=f.noun, a=g.pick(f.aliases), x=x)
-    return g.pick(_TEXT_UPDATES[f.kind]).format(x=x)
+    topic = " ".join(old.text.split()[-2:])
+    return g.pick(_TEXT_UPDATES[f.kind]).format(x=x, t=topic)
 
 
 class _Builder:
@@ -749,7 +751,7 @@ def _update_of(g: _Rng, f: _Fact) -> tuple[_Fact, str]:
     if labelled:
         new = _Fact(new.kind, new.key, new.text, new.source, True, reason=new.reason)
         return new, _say(g, new)
-    return new, _say_update(g, new, f.key.startswith("budget"))
+    return new, _say_update(g, new, f.key.startswith("budget"), f)
 
 
 @dataclass

@@ -68,7 +68,7 @@ _PRONOUNS = words("it this that which they he she there here what these those on
 _NEGATED = re.compile(r"\b(?:no longer|not)\b", re.I)
 _UPDATE_CUE = re.compile(
     r"\b(?:now|instead|changed?|no longer|updated?|raised?|lowered?|increased?|decreased?|"
-    r"reduced?|bumped?|moved?|switched?|from now on|actually|correction)\b",
+    r"reduced?|bump(?:ed|s)?|moved?|switch(?:ed|es)?|from now on|actually|correction)\b",
     re.I,
 )
 _FROM = re.compile(r"\bfrom[ \t]+$", re.I)

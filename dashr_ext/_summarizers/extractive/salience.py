@@ -98,7 +98,7 @@ _DECISION = re.compile(
 )
 _UPDATE = re.compile(
     r"\b(?:now|instead|changed? to|no longer|updated?|raised? to|lowered? to|increased? to|"
-    r"decreased? to|reduced? to|bumped? to|moved? to|switched? to|from now on|actually|"
+    r"decreased? to|reduced? to|bump(?:ed)? to|moved? to|switch(?:ed)? to|from now on|actually|"
     r"correction|new value|not \S+ but)\b",
     re.I,
 )
