@@ -26,8 +26,17 @@ FACT_PRIORITY = 72.0
 
 _STATUS = re.compile(r"^\s*(?:status(?: update)?|progress|current state)\s*:", re.I)
 _CONSTRAINT = re.compile(
-    r"\b(?:hard constraint|constraint|stays? unchanged|must(?: not)?|never|requirement)\b", re.I
+    r"\b(?:hard constraint|constraint|stays? unchanged|must(?: not)?|never|requirement|"
+    r"your preference|not(?:ed|ing) the (?:rule|preference)|house rule)\b",
+    re.I,
 )
+_TASK_HINT = re.compile(
+    r"\b(?:next step|waiting (?:on|for) you|can you (?:tell|confirm|let)|let me know|i will hold|"
+    r"open question|(?:that|this) (?:part|step) is (?:finished|done|complete)|i(?:'ve| have) "
+    r"(?:finished|completed))\b",
+    re.I,
+)
+"""The assistant saying where the task stands: a question awaiting the user, a step done."""
 _SUBJECT = re.compile(r"^\s*([A-Za-z][\w -]{0,30}?)\s*:")
 _SUBJECT_NOISE = re.compile(r"\b(?:update|updated|new|current|latest)\b", re.I)
 _KV = re.compile(
@@ -120,7 +129,7 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
     for sentence in sentences(prose(text))[:_SENTENCES_READ]:
-        labelled = _labelled(sentence) or overrides(sentence)
+        labelled = _labelled(sentence) or overrides(sentence) or bool(_TASK_HINT.search(sentence))
         if len(sentence) > 400 or not (
             labelled
             or _FACT_HINT.search(sentence)

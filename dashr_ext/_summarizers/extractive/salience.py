@@ -39,7 +39,8 @@ _STRONG_RULE = re.compile(
     r"under no circumstances|not allowed|forbidden|prohibited|no (?:more|less|fewer|later|"
     r"earlier) than|at (?:most|least)|mandatory|required|make sure|ensure|only ever|"
     r"not (?:exceed|go (?:above|over|below))|hard (?:limit|cap|constraint)|no exceptions?|"
-    r"(?:i|we) (?:(?:really |would |'d )?prefer|(?:would|'d) rather|always want)|a preference|"
+    r"(?:i|we)(?:'d| would)?(?: really)? prefer|(?:i|we)(?:'d| would) rather|(?:i|we) always want|"
+    r"a preference|"
     r"my preference|your preference|please (?:always|never|keep)|in every (?:commit|pr|change|"
     r"message)|(?:i|we) (?:(?:really|do|would|'d) )?like (?!to\b)|(?:noted|noting) the rule)\b",
     re.I,

@@ -252,8 +252,22 @@ def supersede(items: Items, show: bool) -> set[str]:
             salience.override or _PLAN_CHANGE.search(new.body) or label_of(new.body)
         ):
             target = _by_kind(new, earlier)
-        if target is None and _PLAN_CHANGE.search(new.body):
-            target = next((s for s in reversed(earlier) if s.kind == "User decision"), None)
+        if (
+            target is None
+            and _PLAN_CHANGE.search(new.body)
+            and not _KIND_REF.search(new.body)
+            and not _holds_value(new.body)
+        ):
+            # "Scratch that, let's go with Redis": the latest decision of a plan (a value's
+            # update is the facts' to settle; a named kind was looked for above).
+            target = next(
+                (
+                    s
+                    for s in reversed(earlier)
+                    if s.kind == "User decision" and not _holds_value(s.body)
+                ),
+                None,
+            )
         if target is not None:
             dropped.add(id(target.item))
             gone.append((target, new))
@@ -296,6 +310,11 @@ def _forget(items: Items, bodies: list[str], news: set[int]) -> set[str]:
     for body in bodies:
         stale.update(lit.value for lit in typed_literals(body) if lit.value not in current)
     return stale
+
+
+def _holds_value(body: str) -> bool:
+    """Whether a statement states a value (a number with its unit, a date, an address …)."""
+    return any(lit.type not in ("identifier", "config", "path") for lit in typed_literals(body))
 
 
 def _body(text: str) -> str:
