@@ -38,6 +38,8 @@ _TASK_HINT = re.compile(
 )
 """The assistant saying where the task stands: a question awaiting the user, a step done."""
 _SUBJECT = re.compile(r"^\s*([A-Za-z][\w -]{0,30}?)\s*:")
+_STATEMENT_LABEL = re.compile(r"^\s*(?:[-*]\s+)?[A-Z][A-Z ]*[A-Z]:\s+\S+(?:\s+\S+){3,}")
+"""An upper-case label opening a sentence of four words or more (``NOTE: the cap is $450``)."""
 _SUBJECT_NOISE = re.compile(r"\b(?:update|updated|new|current|latest)\b", re.I)
 _KV = re.compile(
     r'^\s*(?:[-*]\s+)?"?(?P<key>[A-Za-z][\w .-]{1,40}?)"?\s*(?::|=)\s*'
@@ -101,6 +103,8 @@ def printed_facts(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         if len(weighty) > 1:
             continue
         kv = _KV.match(line)
+        if kv is not None and _STATEMENT_LABEL.match(line):
+            continue  # "REMEMBER: the production URL is …": a labelled statement, not a pair
         if kv is not None:
             value = kv.group("value").strip()
             weight = _weight(value)

@@ -33,10 +33,12 @@ from .text import clip, sentences, words
 __all__ = ["purge", "supersede"]
 
 _STATEMENT = re.compile(r"^(User (?:rule|goal|decision|note)) \(seq (\d+)\): (.*)$", re.S)
-# Other bullets that state one thing: the assistant's facts, and a request (a short one is
-# all one statement; of a longer one only its values are updated, see .facts).
+# Other bullets that state one thing: the assistant's facts, a file's labelled lines, and a
+# request (a short one is all one statement; of a longer one only its values are updated,
+# see .facts).
 _OTHER = re.compile(
-    r"^(Assistant|(?:Later )?[Rr]equest|Original request) \(seq (\d+)\)(?:, verbatim)?:\s*(.*)$",
+    r"^(Assistant|Printed by `[^`\n]*`|(?:Later )?[Rr]equest|Original request) \(seq (\d+)\)"
+    r"(?:, verbatim)?:\s*(.*)$",
     re.S,
 )
 _PLAN_CHANGE = re.compile(
