@@ -500,6 +500,8 @@ class _Rng:
     def __init__(self, seed: int) -> None:
         self.r = random.Random(seed)
         self.used: set[str] = set()
+        self.purposes: set[str] = set()
+        """What the session's decisions are about: two decisions are about two things."""
 
     def pick(self, items: Sequence[str]) -> str:
         return self.r.choice(items)
@@ -685,7 +687,10 @@ def _draw_fact(g: _Rng, kind: str, key_hint: str, source: str, labelled: bool) -
         key, noun, aliases, make = next(s for s in _SUBJECTS if s[0] == key_hint)
         return _Fact(kind, key, g.fresh(lambda: make(r)), source, labelled, noun, aliases)
     if kind == "decision":
-        text = g.fresh(lambda: f"{g.pick(_TECH)} for the {g.pick(_PURPOSES)}")
+        free = [p for p in _PURPOSES if p not in g.purposes] or list(_PURPOSES)
+        purpose = g.pick(free)
+        g.purposes.add(purpose)
+        text = g.fresh(lambda: f"{g.pick(_TECH)} for the {purpose}")
         return _Fact(
             kind, key_hint, text, source, labelled, reason=g.fresh(lambda: g.pick(_REASONS))
         )

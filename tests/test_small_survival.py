@@ -72,7 +72,7 @@ def test_sessions_are_the_same_in_every_process() -> None:
     assert hashlib.sha256(blob.encode()).hexdigest()[:16] == SESSIONS_DIGEST
 
 
-SESSIONS_DIGEST = "636ae4f654b46b19"
+SESSIONS_DIGEST = "737adbf85680c726"
 
 
 def test_sessions_are_of_their_size_class() -> None:
@@ -222,7 +222,7 @@ FAILING_PRESENT: set[tuple[object, ...]] = {(z, m) for z in COUNTS for m in MODE
 }
 FAILING_STALE: set[tuple[object, ...]] = set(_BY_BUDGET)
 FAILING_LOST: set[tuple[object, ...]] = {(z, "same session") for z in COUNTS}
-FAILING_DUPLICATES: set[tuple[object, ...]] = set(_BY_BUDGET) - {("small", 0.10), ("small", 0.20)}
+FAILING_DUPLICATES: set[tuple[object, ...]] = {("medium", 0.10), ("medium", 0.20), ("medium", 0.30)}
 
 
 @pytest.mark.parametrize(

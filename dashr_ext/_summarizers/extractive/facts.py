@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from .anchors import Literal, bounded, typed_literals
-from .items import CRITICAL, NEXT, PENDING, VALUES, Item, Items
+from .items import CRITICAL, NEXT, PENDING, REQUEST, VALUES, Item, Items
 from .salience import overrides, score
 from .text import SECRET_KEY, code, sentences, words
 
@@ -300,8 +300,8 @@ class Facts:
     def resolve(self, items: Items, show_superseded: bool = False) -> set[str]:
         """Rewrite or drop bullets that quote a replaced value as current; the stale values.
 
-        A bullet of the user's rules, decisions, pending jobs or next step that said nothing
-        but the old value is dropped; any other bullet gets the new value in place of the
+        A bullet of the user's rules, decisions, later requests, pending jobs or next step that
+        said nothing but the old value is dropped; any other bullet gets the new value in place of the
         old one (``new (was old)`` with ``show_superseded``), outside inline code, in
         sentences that name the label and do not already hold the new value.
         """
@@ -313,7 +313,10 @@ class Facts:
                 continue
             if not any(old in item.text for old in stale):
                 continue
-            if item.section in (CRITICAL, PENDING, NEXT) and _only_stale(item.text, stale):
+            droppable = item.section in (CRITICAL, PENDING, NEXT) or (
+                item.section == REQUEST and not item.text.startswith("Original request")
+            )  # a later request that said nothing but a value since replaced
+            if droppable and _only_stale(item.text, stale):
                 items.remove(item)
                 continue
             _rewrite_item(item, stale, show_superseded)

@@ -192,6 +192,8 @@ def fit(
         record = [i for i in kept if i.priority <= RECORD_CEILING]
         kept = [i for i in kept if i.priority > RECORD_CEILING]
         skipped = [i for i in skipped if i.priority > RECORD_CEILING] + record
+    if not layout.headed:  # a checklist has no room to say a value twice
+        kept = _values_unsaid(kept)
     text = layout.write(layout.headings, _unrepeated(kept, layout))
     for _ in range(4):
         actual = count(text)
@@ -249,6 +251,24 @@ def _unrepeated(kept: list[Item], layout: Layout) -> list[Item]:
         if (i.anchor_kind is not None and not shows(i.text))
         or (i.anchor_kind is None and i.label is None)
         or (i.label is not None and (" (was " in i.text or not shows(i.value or "\0")))
+    ]
+
+
+def _values_unsaid(kept: list[Item]) -> list[Item]:
+    """``kept`` without the labelled values a kept statement or request already states (the
+    value once, in the words it was said in)."""
+    said = [
+        shown(i)
+        for i in kept
+        if i.label is None and i.anchor_kind is None and i.section in (CRITICAL, REQUEST)
+    ]
+    return [
+        i
+        for i in kept
+        if i.label is None
+        or not i.value
+        or "(was " in i.text  # shown with what it replaced (show_superseded)
+        or not any(i.value in t for t in said)
     ]
 
 
