@@ -1,10 +1,10 @@
 """``dashr`` (also ``python -m dashr_ext``): work with session files from the command line.
 
     dashr demo [--out FILE]            build, compact and recall a realistic demo session
-    dashr inspect FILE                 events, turns, checkpoints, surface tokens
+    dashr inspect FILE                 events, turns, checkpoints, request tokens
     dashr outline FILE                 the history_outline text
     dashr read FILE c42 | --seq N | --cursor TOKEN
-    dashr search FILE QUERY [--checkpoint c42] [--limit N]
+    dashr search FILE QUERY [--checkpoint c42] [--limit N] [--cursor TOKEN]
     dashr search --all [DIR] QUERY [--limit N]    (DIR: $DASHR_HOME/sessions by default)
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
     dashr import FILE [--format openai] [-o OUT.jsonl]
@@ -12,7 +12,10 @@
     dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
 
 Errors print one line to stderr and exit with status 2 (bad usage) or 1 (bad input); they
-name ``dashr`` commands and flags, not the Python calls behind them. ``dashr compact`` exits
+name ``dashr`` commands and flags, not the Python calls behind them, and so do the hints of
+the results: spelt ``dashr`` when that is on ``PATH``, else the console script beside the
+interpreter or ``<python> -m dashr_ext`` (:func:`~._cliparse.command_name`), so that they
+run as typed. ``dashr compact`` exits
 with status 3 when its passes are committed but the request is still above the trigger; one
 line on stderr says by how much and why. A pass longer than a second prints one stderr line
 per phase (``dashr compact: summarizing 1 region (1.0 s)``). Output piped into a reader
@@ -32,10 +35,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._cli_demo import add_demo_parser, cmd_demo
 from ._cli_pins import PIN_COMMANDS, add_pin_parsers
 from ._cliparse import Parser as _Parser
+from ._cliparse import command_name
 from ._cliparse import count as _count
-from ._config import ENGINES, CompactionConfig, RecallConfig
+from ._config import ENGINES, RecallConfig
 from .errors import DashrError
 
 if TYPE_CHECKING:
@@ -53,11 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="dashr", description="Recallable context compaction for LLM agent sessions.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    demo = sub.add_parser("demo", help="build a demo agent session, compact it, read it back")
-    demo.add_argument("--out", type=Path, help="keep the session file here (default: a temp dir)")
-    demo.add_argument("--recency-window-tokens", type=int, default=6000)
-    demo.add_argument("--retain-tokens", type=int, default=1500)
-    demo.add_argument("--engine", default="summary", choices=list(ENGINES))
+    add_demo_parser(sub)
 
     inspect = sub.add_parser("inspect", help="summarize a session file")
     inspect.add_argument("file", type=Path)
@@ -81,7 +82,13 @@ def _parser() -> argparse.ArgumentParser:
         help="search every session file in DIR (default: $DASHR_HOME/sessions) through its "
         "index, DIR/.dashr-index.sqlite3 (built and updated from the logs)",
     )
-    search.add_argument("--limit", type=_count(1, RecallConfig().search_max_hits))
+    search.add_argument(
+        "--limit",
+        type=_count(1, RecallConfig().search_max_hits),
+        help=f"hits per page (at most {RecallConfig().search_max_hits}); a page that stops "
+        "short names the --cursor of the next",
+    )
+    search.add_argument("--cursor", help="the next page: the token a page that stops short names")
 
     compact = sub.add_parser(
         "compact",
@@ -183,13 +190,15 @@ def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
     """``message`` with the Python calls and fields it names given as ``dashr`` commands
     (and, with ``flags``, the settings a command takes as flags as those flags)."""
     path = shlex.quote(str(file)) if file is not None else "FILE"
+    cmd = command_name()
     calls = (
-        (r"history_outline\(\)", lambda m: f"dashr outline {path}"),
-        (r'history_read\((?:checkpoint=)?"([cp]\d+)"\)', lambda m: f"dashr read {path} {m[1]}"),
-        (r"history_read\(seq=(\d+)\)", lambda m: f"dashr read {path} --seq {m[1]}"),
-        (r"history_read\(cursor=<[^>]*>\)", lambda m: f"dashr read {path} --cursor TOKEN"),
-        (r'history_search\(("[^"]*"|query)\)', lambda m: f"dashr search {path} {m[1]}"),
+        (r"history_outline\(\)", lambda m: f"{cmd} outline {path}"),
+        (r'history_read\((?:checkpoint=)?"([cp]\d+)"\)', lambda m: f"{cmd} read {path} {m[1]}"),
+        (r"history_read\(seq=(\d+)\)", lambda m: f"{cmd} read {path} --seq {m[1]}"),
+        (r"history_read\(cursor=<[^>]*>\)", lambda m: f"{cmd} read {path} --cursor TOKEN"),
+        (r'history_search\(("[^"]*"|query)\)', lambda m: f"{cmd} search {path} {m[1]}"),
         (r"\bhistory_read page\b", lambda m: "dashr read page"),
+        (r"\bhistory_search page\b", lambda m: "dashr search page"),
     )
     for pattern, command in calls:
         message = re.sub(pattern, command, message)
@@ -214,9 +223,12 @@ def _regular(path: Path, accepted: str = SESSION_FILE) -> Path:
 
 
 def _open_read_only(path: Path) -> Any:
+    from ._cli_syntax import CommandSyntax
     from ._controller import Dashr
 
-    return Dashr.open(_regular(path), read_only=True)
+    d = Dashr.open(_regular(path), read_only=True)
+    d.recall.syntax = CommandSyntax(path)  # the results' hints name dashr commands
+    return d
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -224,16 +236,19 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         s = d.session
         measured = d.measure()
         print(f"session {s.id} ({s.path})")
-        print(f"events: {len(s)}; surface nodes: {len(s.surface)}; turns: {len(s.turns)}")
-        print(f"surface tokens: ~{measured.total} (envelope {measured.envelope})")
+        print(f"events: {len(s)}; turns: {len(s.turns)}; messages in the request: {len(s.surface)}")
+        print(
+            f"request tokens: ~{measured.total:,} (~{measured.envelope:,} of them the system "
+            "prompt and tool schemas)"
+        )
         cps = d.checkpoints()
         print(f"checkpoints: {len(cps)}")
         for cp in cps:
             state = f"superseded by {cp.superseded_by}" if cp.superseded_by else "current"
             role = "" if cp.role == "summary" else f" ({cp.role})"
             print(
-                f"  {cp.id}{role}: shadows {len(cp.shadowed_seqs)} events, "
-                f"~{cp.shadowed_tokens} tokens, {cp.trigger}, {state}"
+                f"  {cp.id}{role}: shadows {_events(len(cp.shadowed_seqs))}, "
+                f"~{cp.shadowed_tokens:,} tokens, {cp.trigger}, {state}"
             )
     return 0
 
@@ -269,17 +284,23 @@ def _cmd_search(args: argparse.Namespace) -> int:
         return _search_all(args)
     if args.query is None:
         raise _UsageError("give FILE and QUERY, or --all [DIR] QUERY to search every session")
+    from ._cli_syntax import CommandSyntax
     from ._recall import cold
+    from ._recall.cursor import parse_search_cursor
+    from ._recall.hits import Paging
 
+    after = None if args.cursor is None else parse_search_cursor(args.cursor, sys.maxsize)
+    paging = Paging(after, CommandSyntax(args.file))  # a cursor past the end: the replay says
     accepted = f"{SESSION_FILE}; dashr search --all DIR QUERY searches every session in DIR"
     _regular(Path(args.file), accepted)
     if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
-        result = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit)
-        if result is not None:
-            print(result)
+        found = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit, paging)
+        if found is not None:
+            print(found)
             return 0
     with _open_read_only(Path(args.file)) as d:
-        print(d.history_search(args.query, checkpoint=args.checkpoint, limit=args.limit))
+        found = d.history_search(args.query, args.checkpoint, args.limit, args.cursor)
+        print(found)
     return 0
 
 
@@ -290,7 +311,7 @@ def _search_all(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         raise _UsageError(
             "--checkpoint names a checkpoint of one session; it does not go with --all "
-            "(dashr search FILE QUERY --checkpoint c42 searches one)"
+            f"({command_name()} search FILE QUERY --checkpoint c42 searches one)"
         )
     if args.query is None:  # `dashr search --all QUERY`: the default directory
         directory, query = dashr_home() / "sessions", args.file
@@ -300,7 +321,7 @@ def _search_all(args: argparse.Namespace) -> int:
     if args.query is None and not directory.exists():
         raise ValueError(
             f"{directory}: no session directory yet (no session has been recorded under "
-            "$DASHR_HOME); give one: dashr search --all DIR QUERY"
+            f"$DASHR_HOME); give one: {command_name()} search --all DIR QUERY"
         )
     if not directory.is_dir():
         raise ValueError(
@@ -350,15 +371,19 @@ def _compact(d: Dashr) -> list[str]:
         raise
     lines = [] if d.last_prune is None else [_prune_line(d.last_prune)]
     if result is None and not lines:
-        return [f"nothing to compact (~{before} tokens on the surface)"]
+        return [f"nothing to compact (~{before:,} tokens on the surface)"]
     if result is None:
         return [*lines, f"nothing to summarize (~{d.measure().total:,} tokens on the surface)"]
     made = ", ".join(result.checkpoints) if len(result.checkpoints) > 1 else result.checkpoint
     lines.append(
-        f"{made}: shadowed {len(result.shadowed_seqs)} events; "
-        f"~{result.tokens_before} -> ~{result.tokens_after} tokens"
+        f"{made}: shadowed {_events(len(result.shadowed_seqs))}; "
+        f"~{result.tokens_before:,} -> ~{result.tokens_after:,} tokens"
     )
     return lines
+
+
+def _events(n: int) -> str:
+    return "1 event" if n == 1 else f"{n} events"
 
 
 def _prune_only(d: Dashr) -> list[str]:
@@ -404,80 +429,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise
     print(f"{created}: {events} events from {len(data)} messages")
     return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from ._controller import Dashr
-    from ._demo import DEMO_TOOLS, demo_facts, demo_messages
-
-    config = CompactionConfig(
-        engine=args.engine,
-        recency_window_tokens=args.recency_window_tokens,
-        retain_tokens=args.retain_tokens,
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.out or Path(tmp) / "demo.jsonl"
-        with Dashr.create(path, config=config, tools=DEMO_TOOLS, session_id="demo") as d:
-            for message in demo_messages():
-                d.record_openai(message)
-                d.request_messages()
-            _print_demo(d, demo_facts())
-            first = next(iter(d.checkpoints()), None)
-    print()
-    print(*_try_next(args.out, first.id if first else None, demo_facts()["error"]), sep="\n")
-    return 0
-
-
-def _try_next(out: Path | None, checkpoint: str | None, phrase: str) -> list[str]:
-    """The closing lines of ``dashr demo``: how to try the other commands on its session."""
-    if out is None:
-        return [
-            "the session was in a temporary directory (now removed): run "
-            "`dashr demo --out demo.jsonl` to keep it and try dashr inspect, outline, read, "
-            "search and compact on it"
-        ]
-    path = shlex.quote(str(out))
-    read = f"dashr read {path} {checkpoint}" if checkpoint else f"dashr read {path} --seq 0"
-    return [
-        f"session file: {out}",
-        "try the other commands on it:",
-        f"  dashr inspect {path}",
-        f"  dashr outline {path}",
-        f"  {read}",
-        f"  dashr search {path} {shlex.quote(phrase)}",
-    ]
-
-
-def _print_demo(d: Any, facts: dict[str, str]) -> None:
-    rule = "-" * 72
-    cps = d.checkpoints()
-    total = d.measure().total
-    print(
-        f"dashr demo: {len(d.session)} events, {len(cps)} compaction passes, "
-        f"surface now ~{total} tokens\n{rule}"
-    )
-    print(d.history_outline())
-    if not cps:
-        print(
-            f"{rule}\nnothing was compacted: the session (~{total} tokens) never went over the "
-            f"trigger ({d.config.trigger_tokens} tokens); try a smaller --recency-window-tokens"
-        )
-        return
-    first = cps[0]
-    text = d.session.event(first.node_seq).message.text
-    footer = text[text.index("[checkpoint ") :]
-    print(f"{rule}\nfooter of {first.id} (what the model sees at the end of the summary):\n{rule}")
-    print(footer)
-    entry = d.archive[first.id]
-    results = entry.get("tool_results") or []
-    index = next((i for i, r in enumerate(results) if facts["error"] in r["text"]), 0)
-    print(f"{rule}\nprint(dashr_compaction_archive[{first.id!r}]['tool_results'][{index}]['text'])")
-    print(rule)
-    print(results[index]["text"] if results else "(no tool results in this checkpoint)")
-    print(f"{rule}\nhistory_search({facts['error']!r})\n{rule}")
-    print(d.history_search(facts["error"], limit=3))
 
 
 # --------------------------------------------------------------------------- dashr agent
@@ -612,7 +563,7 @@ def _step_line(step: Any) -> None:
 
 
 _COMMANDS = {
-    "demo": _cmd_demo,
+    "demo": cmd_demo,
     "inspect": _cmd_inspect,
     "outline": _cmd_outline,
     "read": _cmd_read,

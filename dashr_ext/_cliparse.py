@@ -1,5 +1,6 @@
 """argparse for the ``dashr`` command: one-line errors, help as wide as the terminal, bounded
-integers (:mod:`._cli` holds the commands)."""
+integers, and the command's own name as its hints spell it (:mod:`._cli` holds the
+commands)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Parser", "count", "dash_hint"]
+__all__ = ["Parser", "command_name", "count", "dash_hint"]
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -37,7 +38,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, no usage dump
         head, _, rest = message.partition("unrecognized arguments: ")
         if not head:
-            message += dash_hint(rest.split(), "dashr search FILE", shlex.quote)
+            message += dash_hint(rest.split(), f"{command_name()} search FILE", shlex.quote)
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -63,3 +64,32 @@ def count(low: int, high: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "int"  # argparse names it: "invalid int value: 'x'", as for type=int
     return parse
+
+
+def command_name() -> str:
+    """How to run this command here, as the hints it prints spell it (so they run as typed).
+
+    ``dashr`` when a ``dashr`` executable is on ``PATH``; else the console script beside
+    the interpreter running this (``.venv/bin/dashr`` after ``.venv/bin/pip install .``
+    without an activated environment; relative to the working directory when under it);
+    else ``<python> -m dashr_ext``. The lookup is :func:`shutil.which`'s, without importing
+    shutil (a one-off ``dashr search`` would pay for the compression modules it imports).
+    """
+    if _executable(os.environ.get("PATH", os.defpath).split(os.pathsep)):
+        return "dashr"
+    beside = _executable([os.path.dirname(sys.executable)])
+    if beside is not None:
+        relative = os.path.relpath(beside)
+        return shlex.quote(relative if not relative.startswith(os.pardir) else beside)
+    return f"{shlex.quote(sys.executable)} -m dashr_ext"
+
+
+def _executable(directories: Iterable[str]) -> str | None:
+    """The first ``dashr`` executable in ``directories``, else None."""
+    names = ("dashr.exe", "dashr") if sys.platform == "win32" else ("dashr",)
+    for directory in directories:
+        for name in names:
+            candidate = os.path.join(directory or os.curdir, name)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+    return None

@@ -9,7 +9,7 @@ It is the one object harnesses, notebooks and the CLI hold::
 
 Threads may share a controller: each method is atomic, holding the session's lock
 (``d.session.lock``), except while a compaction pass waits for its summarizer; recording
-goes on meanwhile, and a pass whose surface changed under it fails recoverably.
+goes on meanwhile (it follows the checkpoint); a pass whose span changed fails recoverably.
 
 **Which settings apply.** The log records them: assigning ``d.config`` or
 ``d.recall_config`` (``%config Dashr.…`` does) appends a ``config/change`` event with the
@@ -534,11 +534,16 @@ class Dashr:
             return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
 
     def history_search(
-        self, query: str, checkpoint: str | None = None, limit: int | None = None
+        self,
+        query: str,
+        checkpoint: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> RecallResult:
-        """Case-insensitive literal search over shadowed and visible history."""
+        """Case-insensitive literal search over shadowed and visible history, a page at a
+        time: a page that stops short names the ``cursor`` of the next (``h17``)."""
         with self.session.lock:
-            return self.recall.search(query, checkpoint=checkpoint, limit=limit)
+            return self.recall.search(query, checkpoint=checkpoint, limit=limit, cursor=cursor)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI ``tools`` entries for the recall tools; [] until there is a checkpoint."""

@@ -27,6 +27,7 @@ from ._cells import RUN_CELL
 from ._compaction.report import pruned_names, still_above
 from ._jsontext import arguments_object
 from ._plaintext import ShownAsText
+from ._recall.render import counted, seq_range
 from .agent import AgentReply
 from .errors import CompactionError
 
@@ -106,7 +107,7 @@ def _size(n_bytes: int) -> str:
 
 
 def _seq_span(seqs: Sequence[int]) -> str:
-    return f"seqs {min(seqs)}-{max(seqs)}" if seqs else "no seqs"
+    return seq_range(min(seqs), max(seqs)) if seqs else "no seqs"
 
 
 def status_report(c: Dashr) -> Report:
@@ -120,10 +121,15 @@ def status_report(c: Dashr) -> Report:
     pins = c.pins()
     archive_bytes = len(json.dumps(c.archive, ensure_ascii=False, default=str).encode("utf-8"))
     anchored = " (anchored on the provider's usage report)" if measured.anchored else ""
+    # A new session's file is written from its first record on (the header waits for it).
+    unwritten = s.path is not None and not s.path.exists()
+    events = f"{len(s)} ({seq_range(0, len(s) - 1)}), {counted(len(s.turns), 'turn')}"
+    file = f"{s.path} (written from the first record on)" if unwritten else s.path
+    entries = "entry" if len(c.archive) == 1 else "entries"
     rows: list[tuple[str, object]] = [
-        ("session file", s.path or "(in memory)"),
-        ("events", f"{len(s)} (seqs 0-{len(s) - 1}), {len(s.turns)} turns"),
-        ("surface", f"{len(s.surface)} nodes"),
+        ("session file", file or "(in memory)"),
+        ("events", f"{len(s)} (header only; nothing recorded yet)" if unwritten else events),
+        ("surface", counted(len(s.surface), "node")),
         (
             "request tokens",
             f"~{measured.total} of {trigger} ({100 * measured.total // max(trigger, 1)}% of "
@@ -150,7 +156,7 @@ def status_report(c: Dashr) -> Report:
             "checkpoints",
             f"{len(cps)}" + (f" (current: {', '.join(current)})" if current else ""),
         ),
-        ("archive", f"{len(c.archive)} entries, ~{_size(archive_bytes)}"),
+        ("archive", f"{len(c.archive)} {entries}, ~{_size(archive_bytes)}"),
         ("checkpoint budget", f"{cfg.summary_budget} tokens (framing, pins, names, summary)"),
         ("pins", f"{len(pins)}" + (f" ({', '.join(p.id for p in pins)})" if pins else "")),
     ]
@@ -177,7 +183,7 @@ def dry_run_report(c: Dashr) -> Report:
         except CompactionError as exc:  # declined: no checkpoint fits under the span
             return Report.of(
                 "dry run: %compact would decline",
-                [("reason", str(exc)), ("request tokens", f"~{measured.total}")],
+                [("reason", str(exc)), ("request tokens", f"~{measured.total:,}")],
                 ("nothing was committed",),
                 kind="compact",
             )
@@ -192,8 +198,8 @@ def dry_run_report(c: Dashr) -> Report:
     if plan is None:
         rows: list[tuple[str, object]] = [
             *prune_rows,
-            ("request tokens", f"~{measured.total}"),
-            ("retain", f"{c.config.retain_budget}"),
+            ("request tokens", f"~{measured.total:,}"),
+            ("retain", f"{c.config.retain_budget:,}"),
         ]
         if items:
             return Report.of(
@@ -215,11 +221,14 @@ def dry_run_report(c: Dashr) -> Report:
         *prune_rows,
         ("range", f"{_seq_span(seqs)} (surface positions {a}-{b})"),
         ("events", len(seqs)),
-        ("estimated tokens", f"~{plan.shadowed_tokens}"),
+        ("estimated tokens", f"~{plan.shadowed_tokens:,}"),
     ]
     if len(plan.regions) > 1:  # the recallable engine: index stubs, then the state
         rows.append(("checkpoints", f"{len(plan.regions) - 1} index stubs and the state"))
-    rows += [("kept verbatim", f"{kept} nodes"), ("request tokens now", f"~{measured.total}")]
+    rows += [
+        ("kept verbatim", counted(kept, "node")),
+        ("request tokens now", f"~{measured.total:,}"),
+    ]
     notes = ["nothing was committed"]
     if items:
         notes.append("the range is planned on the sizes pruning would leave")
@@ -240,14 +249,14 @@ def compact_report(c: Dashr) -> Report:
     if result is None and pruned is not None:
         return Report.of(
             f"pruned {_messages(len(pruned.pruned))}; nothing to summarize",
-            [*prune_rows, ("request tokens", f"~{pruned.tokens_before} -> ~{c.measure().total}")],
+            [*prune_rows, ("request tokens", _change(pruned.tokens_before, c.measure().total))],
             (above,) if above else (),
             kind="compact",
         )
     if result is None:
         return Report.of(
             "nothing to compact",
-            [("request tokens", f"~{c.measure().total}")],
+            [("request tokens", f"~{c.measure().total:,}")],
             (above or "the surface already fits the retain budget",),
             kind="compact",
         )
@@ -268,7 +277,7 @@ def compact_report(c: Dashr) -> Report:
         [
             *prune_rows,
             ("range", _seq_span(result.shadowed_seqs)),
-            ("request tokens", f"~{before} -> ~{result.tokens_after}"),
+            ("request tokens", _change(before, result.tokens_after)),
             ("archive", f'dashr_compaction_archive["{result.checkpoint}"]: {archived or "empty"}'),
             ("read back", f'history_read("{result.checkpoint}")'),
         ],
@@ -289,7 +298,7 @@ def prune_report(c: Dashr) -> Report:
         )
         return Report.of(
             "nothing to prune",
-            [("request tokens", f"~{c.measure().total}")],
+            [("request tokens", f"~{c.measure().total:,}")],
             (above or why,),
             kind="compact",
         )
@@ -301,7 +310,7 @@ def prune_report(c: Dashr) -> Report:
         f"pruned {_messages(len(result.pruned))}",
         [
             ("pruned", _pruned_row(result)),
-            ("request tokens", f"~{result.tokens_before} -> ~{result.tokens_after}"),
+            ("request tokens", _change(result.tokens_before, result.tokens_after)),
             ("read back", read),
         ],
         (above,) if above else (),
@@ -310,7 +319,12 @@ def prune_report(c: Dashr) -> Report:
 
 
 def _messages(n: int) -> str:
-    return f"{n} message" if n == 1 else f"{n} messages"
+    return counted(n, "message")
+
+
+def _change(before: int, after: int) -> str:
+    """``~21,710 -> ~1,949``: the request's tokens before and after, one format."""
+    return f"~{before:,} -> ~{after:,}"
 
 
 def _pruned_row(result: PruneResult) -> str:

@@ -26,7 +26,7 @@ from dashr_ext import CompactionConfig, RecallConfig
 from dashr_ext._compaction.report import still_above
 from dashr_ext._controller import Dashr as Controller
 from dashr_ext._demo import demo_facts, demo_messages
-from dashr_ext._display import Report
+from dashr_ext._display import Report, status_report
 from dashr_ext._magics import NAMESPACE_NAMES, SNAPSHOT_WARNING, Dashr, agent_cell
 from dashr_ext._pins import pin_room, pins_tokens
 from dashr_ext._recall import RecallResult
@@ -285,14 +285,16 @@ def test_config_magic_changes_the_live_controller(ip: InteractiveShell) -> None:
 
 
 def test_a_rejected_config_value_is_one_line_and_leaves_the_old_value(
-    ip: InteractiveShell, caplog: pytest.LogCaptureFixture
+    ip: InteractiveShell, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(ip, "%load_ext dashr_ext")
+    capsys.readouterr()
     with caplog.at_level(logging.ERROR):
         run(ip, "%config Dashr.threshold_ratio = 2")
-    assert [r.getMessage() for r in caplog.records] == [
-        "threshold_ratio: expected a number in (0, 1), got 2.0"
-    ]
+    assert caplog.records == []  # a UsageError line, not IPython's logged error
+    assert capsys.readouterr().err == (
+        "UsageError: Dashr.threshold_ratio: expected a number in (0, 1), got 2; it stays 0.8\n"
+    )
     assert magics(ip).threshold_ratio == 0.8
     assert controller(ip).config.threshold_ratio == 0.8
 
@@ -403,11 +405,13 @@ def test_the_llm_summarizer_is_validated_then_installed(
 
 
 def test_status_reports_session_tokens_thresholds_checkpoints_and_archive(
-    compacted: InteractiveShell,
+    compacted: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report = run(compacted, "%dashr status")
+    capsys.readouterr()
+    assert run(compacted, "%dashr status") is None  # displayed, not returned
     d = controller(compacted)
-    assert isinstance(report, Report)
+    report = status_report(d)
+    assert capsys.readouterr().out == f"{report}\n"
     measured = d.measure()
     cps = d.checkpoints()
     lines = str(report).splitlines()
@@ -425,7 +429,7 @@ def test_status_reports_session_tokens_thresholds_checkpoints_and_archive(
     assert rows["archive"].startswith(f"{len(d.archive)} entries, ~")
     assert repr(report) == str(report)
     assert "<table>" in report._repr_html_()
-    assert report._repr_html_() == run(compacted, "%dashr status")._repr_html_()
+    assert report._repr_html_() == status_report(d)._repr_html_()
     assert " at 0x" not in report._repr_html_()
 
 
@@ -608,7 +612,7 @@ def test_compact_reports_the_prune_pass_before_the_checkpoint(ip: InteractiveShe
     rows = dict(report.rows)
     assert report.title.startswith("compacted ") and report.title.endswith(f"checkpoint {cp.id}")
     assert rows["pruned first"] == f"1 message: p{seq} (~{saved:,} saved)"
-    assert rows["request tokens"].startswith(f"~{before} -> ~")
+    assert rows["request tokens"].startswith(f"~{before:,} -> ~")
     assert report.notes == ()  # under the trigger: nothing to warn about
     assert report.text.splitlines()[1] == f"pruned first    1 message: p{seq} (~{saved:,} saved)"
 
@@ -623,7 +627,7 @@ def test_compact_says_when_pruning_left_nothing_to_summarize(ip: InteractiveShel
     assert report.title == "pruned 1 message; nothing to summarize"
     assert report.rows == (
         ("pruned first", f"1 message: p{seq} (~{before - after:,} saved)"),
-        ("request tokens", f"~{before} -> ~{after}"),
+        ("request tokens", f"~{before:,} -> ~{after:,}"),
     )
     assert report.notes == ()
 
@@ -663,7 +667,7 @@ def test_compact_prune_only_prunes_old_outputs_and_condenses_nothing(
     assert report.title == "pruned 4 messages"
     assert report.rows == (
         ("pruned", f"4 messages: {keys} (~{before - after:,} saved)"),
-        ("request tokens", f"~{before} -> ~{after}"),
+        ("request tokens", f"~{before:,} -> ~{after:,}"),
         ("read back", f'history_read(seq={big[0]}) or dashr_compaction_archive["p{big[0]}"]'),
     )
     assert d.checkpoints() == [] and report.notes == ()
@@ -748,11 +752,11 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
         ("%history_outline extra", "unrecognized arguments: extra"),
         ("%history_read", "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor"),
         ("%history_read c1 --seq 2", "%history_read: give exactly one of CHECKPOINT, --seq N"),
-        ("%history_read --seq x", "argument --seq: invalid int value: 'x'"),
+        ("%history_read --seq x", "--seq: expected an integer, got 'x'"),
         ("%history_read c99999", "c99999"),
         ("%history_read --cursor nonsense", "nonsense"),
         ("%history_search", "the following arguments are required: query"),
-        ("%history_search retry --limit x", "argument --limit: invalid int value: 'x'"),
+        ("%history_search retry --limit x", "--limit: expected an integer, got 'x'"),
         ("%history_search it's 'open", "cannot split the arguments: No closing quotation"),
         (
             "%history_search ->",

@@ -412,7 +412,7 @@ def test_search_narrows_to_one_pruned_original_by_its_key(tmp_path: Path, clock:
     assert result is not None and len(result.pruned) == 3
     key = result.pruned[1].archive_key
     found = str(d.history_search("step 1", checkpoint=key))
-    assert found.startswith(f'history_search "step 1" in checkpoint {key} — 1 events scanned')
+    assert found.startswith(f'history_search "step 1" in checkpoint {key} — 1 event scanned')
     assert f"1. seq {result.pruned[1].seq} | shadowed | {key} |" in found
 
 

@@ -323,7 +323,7 @@ def test_sessions_rejects_a_bad_limit(
         "usage: %dashr sessions [DIR] [--limit N]"
     )
     assert usage_error(ip, "%dashr sessions --limit x", capsys) == (
-        "%dashr sessions: argument --limit: invalid int value: 'x'; "
+        "%dashr sessions: --limit: expected an integer, got 'x'; "
         "usage: %dashr sessions [DIR] [--limit N]"
     )
 
@@ -498,7 +498,11 @@ PYTHON_SPELLINGS = re.compile(r"Store\.|read_only=|ChatClient|\w\(|\(\)")
             "%history_read --seq -1",
             "--seq: expected an integer >= 0 (an event seq; this session has seqs 0-0), got -1",
         ),
-        ("%history_search x --limit 0", "--limit: expected an integer in [1, 20], got 0"),
+        (
+            "%history_search x --limit 0",
+            "--limit: expected an integer in [1, 20], got 0; it counts the hits of one page (a "
+            "page that stops short names the cursor of the next)",
+        ),
         (
             "%history_search ''",
             "QUERY: expected a non-empty phrase to search for (a case-insensitive literal "
@@ -586,7 +590,12 @@ def test_tab_completes_subcommands_options_and_session_files(ip: InteractiveShel
     assert completions(ip, "%dashr sessions --") == ["--limit"]
     assert completions(ip, "%compact --") == ["--dry-run", "--prune-only"]
     assert completions(ip, "%%agent --m") == ["--max-steps"]
-    assert completions(ip, "%history_search retry --") == ["--checkpoint", "--limit", "--all"]
+    assert completions(ip, "%history_search retry --") == [
+        "--checkpoint",
+        "--limit",
+        "--cursor",
+        "--all",
+    ]
 
 
 def test_tab_completes_checkpoint_ids(ip: InteractiveShell) -> None:

@@ -428,12 +428,14 @@ def test_a_value_bad_on_its_own_is_still_refused_at_once(
 ) -> None:
     run(ip, "%load_ext dashr_ext")
     capsys.readouterr()
-    with caplog.at_level(logging.ERROR):  # how %config reports a refused value
+    with caplog.at_level(logging.ERROR):
         run(ip, "%config Dashr.recency_window_tokens = -5")
-    assert [r.getMessage() for r in caplog.records] == [
-        "recency_window_tokens: expected an integer >= 1, got -5"
-    ]
-    assert capsys.readouterr().err == ""  # and nothing is held back
+    assert caplog.records == []  # one UsageError line, and nothing is held back
+    assert capsys.readouterr().err == (
+        "UsageError: Dashr.recency_window_tokens: expected an integer >= 1, got -5; it stays None\n"
+    )
+    run(ip, "pass")
+    assert capsys.readouterr().err == ""
     assert magics(ip).recency_window_tokens is None
 
 
@@ -457,9 +459,11 @@ def test_summarizer_llm_may_come_before_its_endpoint(
     d = controller(ip)
     assert (d.summarizer.kind, d.summarizer.model) == ("llm", "deepseek-chat")
     assert d.engine.summarizer is d.summarizer
+    capsys.readouterr()
     with caplog.at_level(logging.ERROR):
         run(ip, "%config Dashr.llm_base_url = 'ftp://nowhere'")  # wrong on its own: refused
-    assert caplog.records[0].getMessage().startswith("LLMSummarizer.base_url: expected")
+    assert caplog.records == []
+    assert capsys.readouterr().err.startswith("UsageError: Dashr.llm_base_url: expected")
     assert magics(ip).llm_base_url == "http://127.0.0.1:9/v1"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dashr_ext import CompactionConfig, Dashr
+from dashr_ext._cli_syntax import CommandSyntax
 from dashr_ext._recall import cold
 
 CHILD = """
@@ -111,6 +112,7 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_cold_search_imports_neither_the_replay_nor_the_engine(compacted: Path) -> None:
     with Dashr.open(compacted, read_only=True) as d:
+        d.recall.syntax = CommandSyntax(compacted)  # the command's hints name commands
         replayed = str(d.history_search("scheduler"))
     result = run_cli("search", str(compacted), "scheduler")
     assert result["code"] == 0
@@ -153,6 +155,7 @@ READ_ONLY_NEVER = (
 @pytest.mark.parametrize("command", ["outline", "read"])
 def test_outline_and_read_import_no_summarizer_pipeline(compacted: Path, command: str) -> None:
     with Dashr.open(compacted, read_only=True) as d:
+        d.recall.syntax = CommandSyntax(compacted)  # the command's hints name commands
         first = d.checkpoints()[0].id
         expected = str(d.history_outline() if command == "outline" else d.history_read(first))
     result = run_cli(command, str(compacted), *([first] if command == "read" else []))

@@ -96,6 +96,7 @@ def test_the_arguments_and_their_constraints_are_declared() -> None:
         "query": "string",
         "checkpoint": "string",
         "limit": "integer",
+        "cursor": "string",
     }
     limit = search["properties"]["limit"]
     assert (limit["minimum"], limit["maximum"]) == (1, RecallConfig().search_max_hits)

@@ -15,12 +15,18 @@ __all__ = [
     "DEMO_TOOLS",
     "MIN_OUTPUT_CHARS",
     "MIN_STEPS_PER_TURN",
+    "SCRIPTED_NOTE",
     "demo_facts",
     "demo_messages",
 ]
 
 MIN_STEPS_PER_TURN = 7
 MIN_OUTPUT_CHARS = 200
+SCRIPTED_NOTE = (
+    "scripted demo output: a made-up payments-service repository, nothing ran on this machine"
+)
+"""What a front end says next to a tool output of the demo it shows (a failing test run
+there looks like one of the reader's own)."""
 
 DEMO_SYSTEM_PROMPT: str = scenario()["system_prompt"]
 DEMO_TOOLS: list[dict[str, Any]] = [

@@ -9,6 +9,7 @@ call the core's message names (``history_read(seq=0)``, ``ChatClient.base_url``)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, cast
@@ -21,6 +22,7 @@ from .._cliparse import dash_hint
 from ..errors import ConfigError, DashrError, ReadOnlyError
 
 __all__ = [
+    "NOT_AN_INT",
     "READ_ONLY_MESSAGE",
     "agent_errors",
     "argument",
@@ -95,18 +97,27 @@ def agent_errors() -> Iterator[None]:
         raise UsageError(" ".join(str(exc).split())) from None
 
 
+NOT_AN_INT = re.compile(r"argument (\S+): invalid int value: (.*)")
+"""argparse's words for an option given a non-integer (``--limit abc``)."""
+
+
 def parse(magic_method: Callable[..., Any], line: str) -> Any:
     """The ``magic_arguments`` namespace of ``line``; a line shlex cannot split is a UsageError.
-    A search phrase read as an option (``%history_search ->``) is told to follow ``--``."""
+    An option given a non-integer says so in our words (``--limit: expected an integer, got
+    'abc'``); a search phrase read as an option (``%history_search ->``) is told to follow
+    ``--``."""
     try:
         return ipython_arguments.parse_argstring(magic_method, line)  # type: ignore[no-untyped-call]
     except ValueError as exc:  # shlex: e.g. an unbalanced quote
         raise UsageError(f"cannot split the arguments: {exc}") from None
     except UsageError as exc:
+        text = NOT_AN_INT.sub(r"\1: expected an integer, got \2", str(exc))
         hint = dash_hint(line.split(), "%history_search")
-        if magic_method.__name__ != "history_search" or not hint:
+        if magic_method.__name__ != "history_search":
+            hint = ""
+        if text == str(exc) and not hint:
             raise
-        raise UsageError(f"{exc}{hint}") from None
+        raise UsageError(f"{text}{hint}") from None
 
 
 def unquote(token: str) -> str:

@@ -35,7 +35,7 @@ MAGIC_OPTIONS: dict[str, tuple[str, ...]] = {
     "%compact": ("--dry-run", "--prune-only"),
     "%history_outline": (),
     "%history_read": ("--seq", "--cursor"),
-    "%history_search": ("--checkpoint", "--limit", "--all"),
+    "%history_search": ("--checkpoint", "--limit", "--cursor", "--all"),
     "%%agent": ("--max-steps",),
 }
 """The options of every magic but ``%dashr`` (whose subcommands carry their own)."""

@@ -54,6 +54,7 @@ from .options import (
     trait_errors,
 )
 from .progress import CellProgress
+from .refusals import show_refusal
 from .search_all import search_sessions
 from .settings import Ratio, Staging, own_summarizer_field, show_settings
 from .subcommands import COMMANDS, USAGE, documented, rest_of_line
@@ -305,6 +306,14 @@ class Dashr(Magics):
         values = {name: getattr(self, name) for name in SUMMARIZER_TRAITS}
         return summarizer_of({**values, **overrides})
 
+    def update_config(self, config: Any) -> None:
+        """``%config Dashr.NAME = VALUE``: a refused value is one UsageError line (IPython
+        would log traitlets' error) and the option keeps its value."""
+        try:
+            super().update_config(config)
+        except TraitError as exc:
+            show_refusal(self, self.shell, config.get("Dashr", {}), exc)
+
     @validate(*COMPACTION_TRAITS)
     def _check_compaction(self, proposal: Bunch) -> Any:
         with trait_errors():
@@ -539,6 +548,7 @@ class Dashr(Magics):
     @argument("query", nargs="+", help="the literal text to find; quotes group words")
     @argument("--checkpoint", help="search only this checkpoint's shadowed originals, e.g. c42")
     @argument("--limit", type=int, help="show at most N hits (up to Dashr.search_max_hits)")
+    @argument("--cursor", help="the next page: the token a page that stops short names (h17)")
     @argument("--all", action="store_true", help="search every session in Dashr.session_dir")
     @no_var_expand
     def history_search(self, line: str) -> RecallResult:
@@ -546,7 +556,8 @@ class Dashr(Magics):
 
         Case-insensitive; words match across any whitespace; quotes group words and are
         not part of the query; no $variable expansion. Each hit shows its seq, whether it
-        is shadowed (and by which checkpoint) or visible, its time and a snippet.
+        is shadowed (and by which checkpoint) or visible, its time and a snippet; a page
+        that stops short names the --cursor of the next one.
         Same text as print(history_search(...)). --all searches every session file in
         Dashr.session_dir instead (through its index; each hit names its session).
 
@@ -554,16 +565,20 @@ class Dashr(Magics):
 
           %history_search retry budget
           %history_search "ValueError: x" --checkpoint c42 --limit 5
+          %history_search retry budget --cursor h17
           %history_search --all retry budget
         """
         args = parse(self.history_search, line)
         query = " ".join(unquote(word) for word in args.query)
         checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
+        cursor = unquote(args.cursor) if args.cursor is not None else None
         if args.all:  # every session file of the directory, through its index
             config = self.recall_config()
-            return search_sessions(self.session_dir, query, checkpoint, args.limit, config)
+            return search_sessions(self.session_dir, query, checkpoint, args.limit, config, cursor)
         with one_line_errors():
-            return self.controller.history_search(query, checkpoint=checkpoint, limit=args.limit)
+            return self.controller.history_search(
+                query, checkpoint=checkpoint, limit=args.limit, cursor=cursor
+            )
 
     # ------------------------------------------------------------------ %%agent
 

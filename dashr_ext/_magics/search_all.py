@@ -24,8 +24,14 @@ def search_sessions(
     checkpoint: str | None,
     limit: int | None,
     config: RecallConfig,
+    cursor: str | None = None,
 ) -> RecallResult:
     """The hits of ``query`` in every session of the session directory, newest first."""
+    if cursor is not None:
+        raise UsageError(
+            "%history_search --all: --cursor pages through one session's hits; drop --all to "
+            "page this session's, or narrow the --all search with a longer phrase"
+        )
     if checkpoint is not None:
         raise UsageError(
             "%history_search --all: --checkpoint names a checkpoint of one session; leave it "

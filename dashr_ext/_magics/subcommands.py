@@ -2,8 +2,9 @@
 
 Each takes the ``Dashr`` configurable (seen through :class:`Host`) and the subcommand's
 parsed arguments, and returns what the cell shows: a :class:`~dashr_ext._display.Report`,
-or a :class:`~.sessions.SessionTable` (SPEC §9). Every error is a one-line ``UsageError``
-in magic syntax.
+or a :class:`~.sessions.SessionTable` (SPEC §9). ``%dashr status`` displays its report and
+returns None instead, so it shows wherever it runs: a script (``ipython run.ipy``) shows no
+cell results. Every error is a one-line ``UsageError`` in magic syntax.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .._controller import Dashr as DashrController
 from .._display import Report, status_report
 from .._pins import pin_room, pins_tokens
 from ..errors import SessionLockedError
-from .arguments import one_line_errors
+from .arguments import NOT_AN_INT, one_line_errors
 from .attachment import NAMESPACE_NAMES, locked_error, sessions_dir
 from .options import COMPACTION_TRAITS, OPTION_GROUPS, RECALL_TRAITS
 from .sessions import last_session, session_table
@@ -61,8 +62,14 @@ class Host(Protocol):
     def push(self) -> None: ...
 
 
-def status(host: Host, args: argparse.Namespace) -> Report:
-    return status_report(host.controller)
+def status(host: Host, args: argparse.Namespace) -> None:
+    report = status_report(host.controller)
+    shell = host.shell
+    if shell is None or shell.display_formatter is None:
+        print(report)
+        return
+    data, metadata = shell.display_formatter.format(report)  # type: ignore[no-untyped-call]
+    shell.display_pub.publish(data=data, metadata=metadata)
 
 
 def config(host: Host, args: argparse.Namespace) -> Report:
@@ -281,6 +288,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(prog=f"%dashr {name}", usage=usage, add_help=False, allow_abbrev=False)
 
     def error(self, message: str) -> NoReturn:
+        message = NOT_AN_INT.sub(r"\1: expected an integer, got \2", message)
         raise UsageError(f"{self.prog}: {message}; usage: {self.usage}")
 
 

@@ -4,6 +4,11 @@ Tokens are plain and self-describing: ``c20@4:1200`` is checkpoint c20, position
 shadowed span (0-based, surface order), character 1200 of that event's body; ``s7@12:0`` is
 the log read from seq 7, next event seq 12, character 0. A token copied with its
 ``cursor:`` prefix is accepted too.
+
+A ``history_search`` page that stops short names the cursor of the next one: ``h17`` is the
+hits after the one at seq 17, in the search's order (originals by seq, then checkpoint
+summaries by seq). It holds no offset into the list, so a page read after more events were
+recorded neither repeats nor skips a hit the earlier pages had.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from dataclasses import dataclass
 
 from ..errors import RecallError
 
-__all__ = ["Cursor", "parse_cursor"]
+__all__ = ["Cursor", "parse_cursor", "parse_search_cursor"]
 
 _CURSOR = re.compile(r"(?:cursor:\s*)?([cs])(\d+)@(\d+):(\d+)")
+_SEARCH_CURSOR = re.compile(r"""(?:cursor\s*[:=]\s*)?(["']?)h(\d+)\1""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +53,27 @@ def parse_cursor(token: object) -> Cursor:
         )
     kind, number, position, offset = match.groups()
     return Cursor(f"{kind}{int(number)}", int(position), int(offset))
+
+
+def parse_search_cursor(token: object, last_seq: int) -> int:
+    """The seq a ``history_search`` cursor names (``h17`` -> 17, at most ``last_seq``);
+    raises :class:`RecallError` ``malformed cursor …``."""
+    if not isinstance(token, str):
+        raise RecallError(
+            f"cursor: expected the token a history_search page names for the next page "
+            f"(e.g. 'h17'), got {type(token).__name__} {token!r}"
+        )
+    match = _SEARCH_CURSOR.fullmatch(token.strip())
+    if match is None:
+        read = " (that is a history_read cursor)" if _CURSOR.fullmatch(token.strip()) else ""
+        raise RecallError(
+            f"malformed cursor {token!r}{read}: expected the token a history_search page "
+            "names for the next page, like 'h17' (the hits after the one at seq 17)"
+        )
+    seq = int(match.group(2))
+    if seq > last_seq:
+        raise RecallError(
+            f"malformed cursor {token!r}: seq {seq} is past the end of this session's log "
+            f"(the last seq is {last_seq})"
+        )
+    return seq

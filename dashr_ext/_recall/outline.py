@@ -6,6 +6,7 @@ Line shapes (stable; agents and tests parse them)::
     checkpoints (oldest first):
     c8 | summary seq 8 | 4 events, seqs 2-7 | ~48 tokens | 2026-07-06 12:03Z | superseded by c14 | …
     c14 | summary seq 14 | 3 events, seqs 9-13 | ~91 tokens | 2026-07-06 12:20Z | current | …
+    c20 | summary seq 20 | 1 event, seq 17 | ~12 tokens | 2026-07-06 12:31Z | current | …
     pruned outputs: 2 (p5, p17); read one whole: history_read(seq=5)
     turns:
     turn 1 | seqs 1-7 | 4 events | shadowed | Fix the failing retry tests in retry.test.ts.
@@ -13,7 +14,10 @@ Line shapes (stable; agents and tests parse them)::
     turn 4 (open) | seqs 28-36 | 5 events | visible | Now run the whole suite.
     recall: history_read(checkpoint="c14"), history_read(seq=N), history_search("phrase")
 
-A checkpoint line ends with its one-line preview, or ``(no preview)``. The first turn and as
+A checkpoint line ends with its one-line preview, or ``(no preview)``; a preview or a first
+user message too long for its line is cut at a word boundary, with ``…``. The hints name
+calls as the result's :class:`~.syntax.Syntax` spells them (``dashr read FILE c14`` from the
+command line). In HTML, ids, seq ranges, counts and times never wrap. The first turn and as
 many of the newest turns as fit ``outline_max_chars`` are shown; the marker stands where
 turns were left out. When not even one turn fits, the marker shrinks to
 ``… 30 turns not shown; history_read(seq=1)``, then ``… 30 turns not shown``, and the
@@ -28,8 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .._checkpoints import Checkpoint
-from .render import minute_utc, one_line
+from .render import counted, minute_utc, one_line, seq_range
 from .result import RecallResult
+from .syntax import PYTHON, Syntax
 
 if TYPE_CHECKING:
     from .._turns import Turn
@@ -55,7 +60,7 @@ def checkpoint_row(c: Checkpoint, lo: int, hi: int) -> tuple[str, ...]:
         f"summary seq {c.summary_seq}"
         if c.role == "summary"
         else f"{c.role}, summary seq {c.summary_seq}",
-        f"{len(c.shadowed_seqs)} events, seqs {lo}-{hi}",
+        f"{counted(len(c.shadowed_seqs), 'event')}, {seq_range(lo, hi)}",
         f"~{c.shadowed_tokens} tokens",
         minute_utc(c.time),
         status,
@@ -78,8 +83,8 @@ def turn_row(
     text = one_line(first_user, TURN_TEXT_CHARS) if first_user else ""
     return (
         label,
-        f"seqs {turn.start_seq}-{end}",
-        f"{total} event{'' if total == 1 else 's'}",
+        seq_range(turn.start_seq, end),
+        counted(total, "event"),
         state,
         text or "(no user message)",
     )
@@ -96,7 +101,11 @@ def _elided(turns: Sequence[Turn], included: int) -> tuple[int, int] | None:
 
 
 def _marker(
-    turns: Sequence[Turn], span: tuple[int, int], last_seq: int, level: int = 0
+    turns: Sequence[Turn],
+    span: tuple[int, int],
+    last_seq: int,
+    level: int = 0,
+    syntax: Syntax = PYTHON,
 ) -> str | None:
     """The elision marker: in full (level 0), shorter (1, 2), or none at all (3)."""
     a, b = span
@@ -107,11 +116,11 @@ def _marker(
     noun = "turn" if count == 1 else "turns"
     if level == 0:
         return (
-            f"… {count} {noun} not shown ({which}, seqs {first.start_seq}-{end}); "
-            f"read them with history_read(seq={first.start_seq})"
+            f"… {count} {noun} not shown ({which}, {seq_range(first.start_seq, end)}); "
+            f"read them with {syntax.read(seq=first.start_seq)}"
         )
     if level == 1:
-        return f"… {count} {noun} not shown; history_read(seq={first.start_seq})"
+        return f"… {count} {noun} not shown; {syntax.read(seq=first.start_seq)}"
     return f"… {count} {noun} not shown" if level == 2 else None
 
 
@@ -124,18 +133,20 @@ def render_outline(
     row_of: Callable[[Turn], tuple[str, ...]],
     max_chars: int,
     pruned: Sequence[str] = (),
+    syntax: Syntax = PYTHON,
 ) -> RecallResult:
     """The outline within ``max_chars``: header, every checkpoint, then the turns that fit.
 
     ``spans`` maps a checkpoint id to its shadowed seq range; ``row_of`` gives a turn's cells
     (see :func:`turn_row`) and is called only for the turns tried. ``pruned`` are the keys
     (``p<seq>``) of pruned originals, oldest first: one line names them (SPEC §6.5).
+    ``syntax`` spells the calls the hints suggest.
     """
     last_seq = event_count - 1
     cps = checkpoints
     plural = "" if len(cps) == 1 else "s"
     header = (
-        f"history_outline — {event_count} events (seqs 0-{last_seq}), "
+        f"history_outline — {counted(event_count, 'event')} ({seq_range(0, last_seq)}), "
         f"{len(cps)} checkpoint{plural}, {len(turns)} turn{'' if len(turns) == 1 else 's'}"
     )
     cp_rows = [checkpoint_row(c, *spans[c.id]) for c in cps]
@@ -145,16 +156,13 @@ def render_outline(
         head.extend(" | ".join(row) for row in cp_rows)
     else:
         head.append("checkpoints: none yet (nothing has been compacted)")
-    pruned_line = _pruned_line(pruned)
+    pruned_line = _pruned_line(pruned, syntax)
     if pruned_line:
         head.append(pruned_line)
     head.append("turns:")
-    example = f'history_read(checkpoint="{cps[-1].id}"), ' if cps else ""
-    hints = (
-        f'recall: {example}history_read(seq=N), history_search("phrase")',
-        'recall: history_read(seq=N), history_search("phrase")',
-        None,
-    )
+    example = f"{syntax.read(cps[-1].id)}, " if cps else ""
+    calls = f"{syntax.read(seq='N')}, {syntax.search()}"
+    hints = (f"recall: {example}{calls}", f"recall: {calls}", None)
     budget = max_chars - sum(len(x) + 1 for x in head) - len(hints[0] or "")
 
     count = len(turns)
@@ -166,7 +174,7 @@ def render_outline(
         row = row_of(turns[i])
         line = " | ".join(row)
         after = _elided(turns, included + 1)
-        marker_len = len(_marker(turns, after, last_seq) or "") + 1 if after else 0
+        marker_len = len(_marker(turns, after, last_seq, 0, syntax) or "") + 1 if after else 0
         if used + len(line) + 1 + marker_len > budget:
             break
         rows[i] = row
@@ -176,7 +184,7 @@ def render_outline(
 
     def compose(level: int, hint: str | None) -> tuple[str, list[tuple[str, ...] | str]]:
         turn_rows: list[tuple[str, ...] | str] = [rows[i] for i in sorted(rows)]
-        marker = _marker(turns, elided, last_seq, level) if elided else None
+        marker = _marker(turns, elided, last_seq, level, syntax) if elided else None
         if marker is not None and elided is not None:
             turn_rows.insert(0 if elided[0] == 0 else 1, marker)
         if not turns:
@@ -202,7 +210,7 @@ def render_outline(
     )
 
 
-def _pruned_line(keys: Sequence[str]) -> str | None:
+def _pruned_line(keys: Sequence[str], syntax: Syntax = PYTHON) -> str | None:
     """``pruned outputs: 3 (p18, p68, p92); read one whole: history_read(seq=18)`` (12 keys at
     most: ``pN`` is the original at seq N)."""
     if not keys:
@@ -211,11 +219,15 @@ def _pruned_line(keys: Sequence[str]) -> str | None:
         ", ".join(keys) if len(keys) <= 12 else f"{', '.join(keys[:6])}, …, {', '.join(keys[-6:])}"
     )
     noun = "output" if len(keys) == 1 else "outputs"
-    return f"pruned {noun}: {len(keys)} ({shown}); read one whole: history_read(seq={keys[0][1:]})"
+    return f"pruned {noun}: {len(keys)} ({shown}); read one whole: {syntax.read(seq=keys[0][1:])}"
 
 
 _LEFT = 'style="text-align:left;vertical-align:top"'
 """Cells read as text: notebooks right-align table cells by default."""
+_NOWRAP = 'style="text-align:left;vertical-align:top;white-space:nowrap"'
+"""Cells of ids, seq ranges, counts and times: never broken across lines (``seqs 5-`` / ``42``)."""
+_TEXT_COLUMNS = 1
+"""The last cells of a row hold text that may wrap (a preview, a first user message)."""
 
 
 def _outline_html(
@@ -232,7 +244,14 @@ def _outline_html(
         return f"<table><thead><tr>{cells}</tr></thead><tbody>"
 
     def cells(row: Sequence[str]) -> str:
-        return "<tr>" + "".join(f"<td {_LEFT}>{esc(v)}</td>" for v in row) + "</tr>"
+        wrap = len(row) - _TEXT_COLUMNS
+        return (
+            "<tr>"
+            + "".join(
+                f"<td {_NOWRAP if i < wrap else _LEFT}>{esc(v)}</td>" for i, v in enumerate(row)
+            )
+            + "</tr>"
+        )
 
     out = [f'<div class="dashr-recall dashr-outline"><p>{esc(header)}</p>']
     if cp_rows:

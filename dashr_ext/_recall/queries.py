@@ -18,12 +18,13 @@ from .._events import SURFACE_TYPES, Event
 from .._pruned import archive_key, pruned_info
 from ..errors import ConfigError, RecallError
 from . import cold
-from .cursor import Cursor, parse_cursor
-from .hits import Hit, render_hits
+from .cursor import Cursor, parse_cursor, parse_search_cursor
+from .hits import Hit, Paging, render_hits
 from .outline import render_outline, turn_row
-from .render import event_body, minute_utc, read_page
+from .render import counted, event_body, minute_utc, read_page, seq_range
 from .result import RecallResult
 from .search import SNIPPET_CHARS, SearchIndex, normalize, snippet
+from .syntax import PYTHON, Syntax
 from .tools import tool_arguments, tool_schemas
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class Recall:
     def __init__(self, session: Session, config: RecallConfig | None = None) -> None:
         self.session = session
         self.config = config if config is not None else RecallConfig()
+        self.syntax: Syntax = PYTHON
+        """How the results' hints spell the calls they suggest (the CLI's: commands)."""
         self._reset()
 
     def _reset(self) -> None:
@@ -156,6 +159,7 @@ class Recall:
             row_of=self._turn_row,
             max_chars=self.config.outline_max_chars,
             pruned=list(self._pruned),
+            syntax=self.syntax,
         )
 
     def _turn_row(self, turn: Turn) -> tuple[str, ...]:
@@ -222,7 +226,7 @@ class Recall:
                 )
             if seq in executing:
                 raise RecallError(
-                    f"seq {seq} belongs to the step running now (seqs {_seq_list(executing)}); "
+                    f"seq {seq} belongs to the step running now ({_seqs_words(executing)}); "
                     "its events can be read once that step has finished"
                 )
             return self._read_seq(seq, bisect_left(self._msg_seqs, seq), 0, executing)
@@ -277,7 +281,8 @@ class Recall:
         status = f"superseded by {cp.superseded_by}" if cp.superseded_by else "current"
         span = cp.shadowed_seqs
         header = (
-            f"history_read checkpoint {cp.id} — shadowed seqs {lo}-{hi}, {len(span)} events, "
+            f"history_read checkpoint {cp.id} — shadowed {seq_range(lo, hi)}, "
+            f"{counted(len(span), 'event')}, "
             f"~{cp.shadowed_tokens} tokens, {status}"
         )
         events = self.session.events
@@ -293,7 +298,7 @@ class Recall:
     def _read_seq(self, start: int, index: int, offset: int, executing: set[int]) -> RecallResult:
         events = self.session.events
         last = len(events) - 1
-        header = f"history_read from seq {start} — this session's history, seqs 0-{last}"
+        header = f"history_read from seq {start} — this session's history, {seq_range(0, last)}"
         msg_seqs = self._msg_seqs
 
         def entries() -> Iterator[tuple[int, Event]]:
@@ -324,16 +329,23 @@ class Recall:
             max_chars=self.config.read_max_chars,
             max_events=self.config.read_max_events,
             checkpoint_ids=self._node_ids,
-            end_note=_running_note(running) if running else None,
+            end_note=_running_note(running, self.syntax) if running else None,
+            next_page=self.syntax.next_page,
         )
         return RecallResult(page.text, "read", page.html())
 
     # ------------------------------------------------------------------ search
 
     def search(
-        self, query: str, checkpoint: str | None = None, limit: int | None = None
+        self,
+        query: str,
+        checkpoint: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> RecallResult:
-        """Numbered literal-phrase hits over the whole log or one checkpoint's span."""
+        """Numbered literal-phrase hits over the whole log or one checkpoint's span, a page
+        of at most ``limit``; ``cursor`` (``h17``, named by a page that stops short) gives the
+        next page."""
         if not isinstance(query, str):
             raise RecallError(
                 f"query: expected a phrase string, got {type(query).__name__} {query!r}"
@@ -348,11 +360,17 @@ class Recall:
         if limit is None:
             limit = max_hits
         elif not _is_int(limit) or not 1 <= limit <= max_hits:
-            raise RecallError(f"limit: expected an integer in [1, {max_hits}], got {limit!r}")
+            raise RecallError(
+                f"limit: expected an integer in [1, {max_hits}], got {limit!r}; it counts the "
+                "hits of one page (a page that stops short names the cursor of the next)"
+            )
         self._sync()
+        events = self.session.events
+        after = None if cursor is None else parse_search_cursor(cursor, len(events) - 1)
+        paging = Paging(after, self.syntax)
         if not self._cold_tried:
             self._cold_tried = True
-            found = self._cold_search(query, checkpoint, limit)
+            found = self._cold_search(query, checkpoint, limit, paging)
             if found is not None:
                 return found
         pruned = self._pruned_seq(checkpoint)  # p<seq>: the one pruned original
@@ -373,13 +391,6 @@ class Recall:
                 if seq not in executing
             ]
             scanned = len(self._msg_seqs) - len(executing)
-        # Originals first: checkpoint summaries repeat what they condensed, so their echoes of
-        # a phrase would otherwise crowd out the original it came from.
-        events = self.session.events
-        summaries = [s for s in matched if is_checkpoint(events[s])]
-        if summaries:
-            taken = set(summaries)
-            matched = [s for s in matched if s not in taken] + summaries
         return render_hits(
             query,
             matched,
@@ -391,10 +402,14 @@ class Recall:
             hit_of=lambda seq: self._hit(seq, phrase),
             owner_of=self._owner_of,
             latest=self._cps[-1].id if self._cps else None,
+            events=len(events),
+            running=len(executing),
+            is_summary=lambda seq: is_checkpoint(events[seq]),
+            paging=paging,
         )
 
     def _cold_search(
-        self, query: str, checkpoint: str | None, limit: int | None
+        self, query: str, checkpoint: str | None, limit: int | None, paging: Paging
     ) -> RecallResult | None:
         """The search by a scan of the session file, for a read-only session whose index is
         not built yet (a one-off search need not fold every message); None otherwise."""
@@ -404,7 +419,7 @@ class Recall:
         if self._search.count:
             return None
         return cold.search_replayed(
-            session.events, session.path, self.config, query, checkpoint, limit
+            session.events, session.path, self.config, query, checkpoint, limit, paging
         )
 
     def _hit(self, seq: int, phrase: str) -> Hit:
@@ -453,14 +468,19 @@ def _id_list(cps: Sequence[Checkpoint]) -> str:
     return ", ".join(ids)
 
 
-def _running_note(seqs: Sequence[int]) -> str:
+def _running_note(seqs: Sequence[int], syntax: Syntax) -> str:
     """The line before the end of a range whose last seqs belong to the executing step."""
-    which = f"seq {seqs[0]}" if len(seqs) == 1 else f"seqs {_seq_list(set(seqs))}"
+    which = _seqs_words(set(seqs))
     verb = "belongs" if len(seqs) == 1 else "belong"
     return (
         f"… not the end of this session's history: {which} {verb} to the step running now "
-        f"(left out until it finishes; then read on with history_read(seq={seqs[0]}))"
+        f"(left out until it finishes; then read on with {syntax.read(seq=seqs[0])})"
     )
+
+
+def _seqs_words(seqs: set[int]) -> str:
+    """``seq 46``, ``seqs 46-48`` or ``seqs 3, 7``."""
+    return f"seq {min(seqs)}" if len(seqs) == 1 else f"seqs {_seq_list(seqs)}"
 
 
 def _seq_list(seqs: set[int]) -> str:

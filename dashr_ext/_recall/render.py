@@ -13,7 +13,9 @@ a line break) follows as typed, ``[command] grep -n "def parse_unit"``, so a com
 by, and reads as, the text that was run.
 
 A page is a header line (the same on every page of a range), the events, and a trailer:
-``cursor: <token>`` when more follows, else ``… [end of this range]``. An event that does
+``cursor: <token>`` when more follows (after the line a front end may put before it to say
+how to read on, ``next page: dashr read FILE --cursor <token>``), else
+``… [end of this range]``. An event that does
 not fit the rest of a page starts the next page when it fits a page whole; otherwise it is
 cut (preferably before a newline or after a space near the limit), the line
 ``… [+N chars]`` (N = characters left) follows the cut, and the next page resumes at exactly
@@ -27,11 +29,11 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from .._checkpoints import checkpoint_of
+from .._checkpoints import checkpoint_of, clipped
 from .._events import Event, ImageBlock, ReasoningBlock, TextBlock, ToolCallBlock, render_image
 from .._jsontext import arguments_object
 from .cursor import Cursor
@@ -43,12 +45,14 @@ __all__ = [
     "Page",
     "PageEvent",
     "compact_arguments",
+    "counted",
     "decoded_arguments",
     "event_body",
     "event_label",
     "minute_utc",
     "one_line",
     "read_page",
+    "seq_range",
 ]
 
 END_OF_RANGE = "… [end of this range]"
@@ -107,9 +111,19 @@ def decoded_arguments(arguments: str) -> list[str]:
 
 
 def one_line(text: str, limit: int) -> str:
-    """``text`` with whitespace runs collapsed, cut to ``limit`` characters with ``…``."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """``text`` with whitespace runs collapsed, cut at a word boundary to ``limit``
+    characters with ``…`` (:func:`~dashr_ext._checkpoints.clipped`)."""
+    return clipped(" ".join(text.split()), limit)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 event``, ``2 events``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def seq_range(lo: int, hi: int) -> str:
+    """``seqs 5-42``, or ``seq 57`` when the range is one seq."""
+    return f"seq {lo}" if lo == hi else f"seqs {lo}-{hi}"
 
 
 def event_label(event: Event, checkpoint: str | None = None) -> str:
@@ -254,17 +268,22 @@ def read_page(
     max_events: int,
     checkpoint_ids: Mapping[int, str] | None = None,
     end_note: str | None = None,
+    next_page: Callable[[str], str | None] | None = None,
 ) -> Page:
     """One page of a range: header, events from ``entries`` (position, event), trailer.
 
     ``entries`` starts at the page's first event and is consumed lazily, so a page costs
     O(page). The text is at most ``max_chars`` characters and ``max_events`` events (an
     event piece counts as one). ``checkpoint_ids`` maps checkpoint node seqs to their ids;
-    ``end_note`` is a line put before :data:`END_OF_RANGE` when the page ends the range.
+    ``end_note`` is a line put before :data:`END_OF_RANGE` when the page ends the range;
+    ``next_page`` gives the line put before the ``cursor:`` line (None: no line).
     """
     ids = checkpoint_ids or {}
     end = len(END_OF_RANGE) + (len(end_note) + 1 if end_note else 0)
-    reserve = max(end, len(f"cursor: {range_id}@{max_position}:") + 12)
+    token_room = len(f"{range_id}@{max_position}:") + 12
+    probe = next_page("") if next_page is not None else None
+    hint_room = len(probe) + token_room + 1 if probe is not None else 0
+    reserve = max(end, len("cursor: ") + token_room + hint_room)
     budget = max_chars - reserve - 1
     events: list[PageEvent] = []
     used = len(header)
@@ -299,7 +318,8 @@ def read_page(
         cursor = Cursor(range_id, position, offset + take)
         break
     if cursor is not None:
-        trailer: tuple[str, ...] = (f"cursor: {cursor}",)
+        hint = next_page(str(cursor)) if next_page is not None else None
+        trailer: tuple[str, ...] = (*([hint] if hint else []), f"cursor: {cursor}")
     else:
         trailer = (end_note, END_OF_RANGE) if end_note else (END_OF_RANGE,)
     return Page(header, tuple(events), trailer, cursor)
