@@ -243,6 +243,7 @@ _OVERRIDE_WORDS = (
 """Words every override cue holds (:data:`_OVERRIDE`): a text holding none has no cue."""
 
 
+@functools.lru_cache(maxsize=16384)  # each sentence is asked again by several readers
 def overrides(text: str) -> bool:
     """Whether ``text`` holds an override cue ("scratch that", "instead", "update:"): a cheap
     test before its sentences are scored."""
@@ -412,6 +413,7 @@ def clear_caches() -> None:
     passes. Their output is the same with or without them.
     """
     score.cache_clear()
+    overrides.cache_clear()
     _scored.cache_clear()
     clear_literal_cache()
     clear_sentence_cache()
