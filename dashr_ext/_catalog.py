@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,14 +91,13 @@ def catalog(directory: Path, limit: int) -> Catalog:
 
 
 def session_files(directory: Path) -> list[Path]:
-    """The ``*.jsonl`` files of ``directory``, most recently written first (one stat each)."""
-    found: list[tuple[int, str, Path]] = []
-    for path in _jsonl_files(directory):
-        try:
-            found.append((path.stat().st_mtime_ns, path.name, path))
-        except OSError:
-            continue
-    found.sort(reverse=True)
+    """The ``*.jsonl`` files of ``directory``, most recently written first (one stat each).
+
+    Only regular files (or symbolic links to one) are listed: a directory, a FIFO, a device,
+    a symbolic link loop or a link to nothing is left out, as the cross-session index
+    leaves it out (:func:`~._recall.index_files.list_sessions`), and never fails the listing.
+    """
+    found = sorted(_jsonl_files(directory), reverse=True)
     return [path for _mtime, _name, path in found]
 
 
@@ -127,14 +127,22 @@ def preview(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
-def _jsonl_files(directory: Path) -> Iterator[Path]:
+def _jsonl_files(directory: Path) -> Iterator[tuple[int, str, Path]]:
+    """``(mtime_ns, name, path)`` of each regular ``*.jsonl`` file of ``directory``."""
     try:
         entries = list(os.scandir(directory))
     except OSError:  # missing, or not a directory
         return
     for entry in entries:
-        if entry.name.endswith(".jsonl") and entry.is_file():
-            yield Path(entry.path)
+        if not entry.name.endswith(".jsonl"):
+            continue
+        try:
+            # Follows a link; a loop (ELOOP), a link to nothing or an entry gone raises.
+            st = os.stat(entry.path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            yield st.st_mtime_ns, entry.name, Path(entry.path)
 
 
 def _head(fh: BinaryIO) -> tuple[str | None, str | None]:

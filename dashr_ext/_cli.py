@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from ._cli_demo import add_demo_parser, cmd_demo
 from ._cli_pins import PIN_COMMANDS, add_pin_parsers
 from ._cliparse import Parser as _Parser
-from ._cliparse import command_name
+from ._cliparse import command_name, session_file_hint
 from ._cliparse import count as _count
-from ._config import ENGINES, RecallConfig
+from ._config import ENGINES, CompactionConfig, RecallConfig
 from .errors import DashrError
 
 if TYPE_CHECKING:
@@ -108,7 +108,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Without a flag, the settings the session's log records apply (defaults otherwise).
     compact.add_argument("--engine", choices=list(ENGINES))
-    compact.add_argument("--recency-window-tokens", type=int)
+    compact.add_argument(
+        "--recency-window-tokens",
+        type=int,
+        help="compact above this many tokens; without --retain-tokens a pass keeps the retain "
+        "budget the session records when below it, else the share of the trigger its retain "
+        "and threshold ratios keep (20%% by default)",
+    )
     compact.add_argument("--retain-tokens", type=int)
     compact.add_argument("--context-window-tokens", type=int)
 
@@ -199,6 +205,9 @@ def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
         (r'history_search\(("[^"]*"|query)\)', lambda m: f"{cmd} search {path} {m[1]}"),
         (r"\bhistory_read page\b", lambda m: "dashr read page"),
         (r"\bhistory_search page\b", lambda m: "dashr search page"),
+        # A session another writer holds: the commands that only read it still do.
+        (r"open it with read_only=True to inspect it", lambda m: f"{cmd} inspect {path} reads it"),
+        (r"open it with read_only=True", lambda m: f"{cmd} inspect, outline and read read it"),
     )
     for pattern, command in calls:
         message = re.sub(pattern, command, message)
@@ -210,16 +219,12 @@ def _cli_wording(message: str, file: Path | None, *, flags: bool = True) -> str:
 # --------------------------------------------------------------------------- commands
 
 
-SESSION_FILE = "give a session file (.jsonl), as Dashr.create or dashr demo --out writes one"
-"""What the commands that read a session take (their errors end with it)."""
-
-
-def _regular(path: Path, accepted: str = SESSION_FILE) -> Path:
+def _regular(path: Path, accepted: str | None = None) -> Path:
     """``path`` when it is a regular file (a FIFO or a device is never read); else an error
-    saying what it is and what the command takes."""
+    saying what it is and what the command takes (by default: a session file)."""
     from ._recall.index_files import regular_file
 
-    return regular_file(path, accepted)
+    return regular_file(path, session_file_hint() if accepted is None else accepted)
 
 
 def _open_read_only(path: Path) -> Any:
@@ -291,7 +296,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
     after = None if args.cursor is None else parse_search_cursor(args.cursor, sys.maxsize)
     paging = Paging(after, CommandSyntax(args.file))  # a cursor past the end: the replay says
-    accepted = f"{SESSION_FILE}; dashr search --all DIR QUERY searches every session in DIR"
+    accepted = (
+        f"{session_file_hint()}; {command_name()} search --all DIR QUERY searches every "
+        "session in DIR"
+    )
     _regular(Path(args.file), accepted)
     if cold.ENABLED:  # a scan of the file's bytes; None when only a replay gives the answer
         found = cold.cold_search(Path(args.file), args.query, args.checkpoint, args.limit, paging)
@@ -346,7 +354,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     config = None  # the settings the log records apply; flags given override them, unrecorded
     if given:
         with Dashr.open(args.file, read_only=True) as logged:
-            config = logged.config.with_changes(**given)
+            config = logged.config.with_changes(**_retain_for_window(logged.config, given))
     with Dashr.open(args.file, config=config) as d:
         with Progress(lambda: LineSink(sys.stderr, "dashr compact")).watch(d):
             lines = _prune_only(d) if args.prune_only else _compact(d)
@@ -358,6 +366,22 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         return 0
     print(f"dashr compact: {above}", file=sys.stderr)
     return 3
+
+
+def _retain_for_window(logged: CompactionConfig, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with a retain budget for a ``--recency-window-tokens`` given without
+    ``--retain-tokens``: the recorded ``retain_tokens`` when it is below the window, else the
+    share of the trigger the ratios keep without a window (``retain_ratio /
+    threshold_ratio``, 0.16 / 0.8 = 20% by default)."""
+    window = given.get("recency_window_tokens")
+    if window is None or "retain_tokens" in given:
+        return given
+    if logged.retain_tokens is not None and logged.retain_tokens < window:
+        return given
+    context = given.get("context_window_tokens", logged.context_window_tokens)
+    trigger = min(window, int(logged.threshold_ratio * context))
+    share = logged.retain_ratio / logged.threshold_ratio
+    return {**given, "retain_tokens": max(1, int(share * trigger))}
 
 
 def _compact(d: Dashr) -> list[str]:

@@ -40,11 +40,13 @@ def add_pin_parsers(sub: Any) -> None:
 
 
 def _open(path: Path, read_only: bool = False) -> Dashr:
+    """The session ``path`` names, once it is known to be a regular file (a directory or a
+    FIFO is refused saying what it is; a missing file says ``no such file``)."""
+    from ._cliparse import session_file_hint
     from ._controller import Dashr
+    from ._recall.index_files import regular_file
 
-    if not path.is_file():
-        raise FileNotFoundError(2, "no such file", str(path))
-    return Dashr.open(path, read_only=read_only)
+    return Dashr.open(regular_file(path, session_file_hint()), read_only=read_only)
 
 
 def _cmd_pin(args: argparse.Namespace) -> int:

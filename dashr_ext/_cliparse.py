@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Parser", "command_name", "count", "dash_hint"]
+__all__ = ["Parser", "command_name", "count", "dash_hint", "session_file_hint"]
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -82,6 +82,13 @@ def command_name() -> str:
         relative = os.path.relpath(beside)
         return shlex.quote(relative if not relative.startswith(os.pardir) else beside)
     return f"{shlex.quote(sys.executable)} -m dashr_ext"
+
+
+def session_file_hint() -> str:
+    """What a command that reads a session takes, as its errors end: the commands that write
+    one, spelt as :func:`command_name` spells them."""
+    cmd = command_name()
+    return f"give a session file (.jsonl), as {cmd} demo --out FILE or {cmd} import writes one"
 
 
 def _executable(directories: Iterable[str]) -> str | None:

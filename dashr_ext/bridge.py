@@ -357,9 +357,15 @@ class KernelSession:
         return RecallResult(self._call("read", args)["text"], "read")
 
     def history_search(
-        self, query: str, checkpoint: str | None = None, limit: int | None = None
+        self,
+        query: str,
+        checkpoint: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> RecallResult:
-        args = {"query": query, **_present(checkpoint=checkpoint, limit=limit)}
+        """Search the kernel's session as ``Dashr.history_search`` does: a page that stops
+        short names the ``cursor`` of the next (``h17``)."""
+        args = {"query": query, **_present(checkpoint=checkpoint, limit=limit, cursor=cursor)}
         return RecallResult(self._call("search", args)["text"], "search")
 
     def call_tool(self, name: str, arguments: str | Mapping[str, Any]) -> str:

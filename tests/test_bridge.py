@@ -245,6 +245,7 @@ def test_a_raw_comm_client_records_compacts_and_reads_the_archive_byte_for_byte(
 
     request = call("request_messages")
     assert request["measurement"]["total"] <= 3000
+    compacted += request["compacted"]  # the last answer may take this check over the trigger
     status = call("status")
     assert status["checkpoints"] == compacted and status["events"] == request["events"]
     for checkpoint in compacted[:2]:
@@ -274,6 +275,8 @@ def test_the_same_flow_through_a_kernel_session(fresh: Kernel) -> None:
             (event,) = [e for e in events if e.is_surface]
             tool_texts[event.seq] = event.message.text
             assert event.message.text == message["content"]
+    ks.request_messages()  # the last answer may take this check over the trigger
+    compacted += ks.last_request["compacted"]
     assert len(compacted) >= 2
     assert ks.status()["checkpoints"] == compacted
     for checkpoint in compacted[:2]:

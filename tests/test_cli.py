@@ -16,7 +16,7 @@ from helpers import record_steps
 
 from dashr_ext import Dashr
 from dashr_ext._cli import main
-from dashr_ext._cliparse import command_name
+from dashr_ext._cliparse import command_name, session_file_hint
 from dashr_ext._demo import DEMO_TOOLS, SCRIPTED_NOTE, demo_facts, demo_messages
 from dashr_ext._formats.openai import to_openai
 
@@ -796,7 +796,10 @@ def test_pin_pins_and_unpin_change_the_log_and_refusals_leave_it_alone(
         (("pin", str(path), " "), "pin text: expected a non-empty string"),
         (("pin", str(path), "always explain why " * 40), "(max_summary_tokens = 128) leaves "),
         (("pin", str(tmp_path / "missing.jsonl"), "x"), "no such file: "),
-        (("pins", str(tmp_path)), "no such file: "),
+        (
+            ("pins", str(tmp_path)),
+            f"{tmp_path}: is a directory, not a regular file; {session_file_hint()}\n",
+        ),
     ):
         code, out, err = run(capsys, *argv)
         assert (code, out) == (1, ""), argv

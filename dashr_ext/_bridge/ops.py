@@ -233,7 +233,10 @@ def read(host: Host, args: dict[str, Any]) -> dict[str, Any]:
 
 def search(host: Host, args: dict[str, Any]) -> dict[str, Any]:
     text = host.controller.history_search(
-        args["query"], checkpoint=args.get("checkpoint"), limit=args.get("limit")
+        args["query"],
+        checkpoint=args.get("checkpoint"),
+        limit=args.get("limit"),
+        cursor=args.get("cursor"),
     )
     return {"text": str(text)}
 
