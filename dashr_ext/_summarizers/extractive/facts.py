@@ -300,10 +300,10 @@ class Facts:
     def resolve(self, items: Items, show_superseded: bool = False) -> set[str]:
         """Rewrite or drop bullets that quote a replaced value as current; the stale values.
 
-        A bullet of the user's rules, decisions, later requests, pending jobs or next step that
-        said nothing but the old value is dropped; any other bullet gets the new value in place of the
-        old one (``new (was old)`` with ``show_superseded``), outside inline code, in
-        sentences that name the label and do not already hold the new value.
+        A bullet of the user's rules, decisions, later requests, pending jobs or next step
+        that said nothing but the old value is dropped; any other bullet gets the new value in
+        place of the old one (``new (was old)`` with ``show_superseded``), outside inline
+        code, in sentences that name the label and do not already hold the new value.
         """
         stale = self.stale()
         if not stale:
