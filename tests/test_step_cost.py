@@ -211,7 +211,9 @@ def young_references(d: Dashr) -> int:
     """References a young collection walks right after a step, with its request still held:
     the containers allocated since everything older was collected, and what each holds."""
     step(d)
-    gc.collect()  # what is older than this request leaves the young generations
+    # What is older than this request leaves the young generations (collecting them moves
+    # what survives to the oldest, without a full collection's walk of all the process holds).
+    gc.collect(1)
     kept = d.request_messages()
     refs = sum(len(gc.get_referents(o)) for g in (0, 1) for o in gc.get_objects(generation=g))
     assert len(kept) == len(d.session.surface) + 1
