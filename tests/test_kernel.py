@@ -147,7 +147,7 @@ def test_search_magic_output_is_the_plain_recall_text(fresh: Kernel) -> None:
 def test_bad_magic_arguments_are_one_line_usage_errors(fresh: Kernel) -> None:
     fresh.execute("%load_ext dashr_ext")
     out = fresh.execute("%history_read --seq x", ok=False)
-    assert out.stderr == "UsageError: argument --seq: invalid int value: 'x'\n"
+    assert out.stderr == "UsageError: --seq: expected an integer, got 'x'\n"
     assert out.errors == [] and out.results == []
     assert out.reply["status"] == "error" and out.reply["ename"] == "UsageError"
 

@@ -163,7 +163,7 @@ def fit(
     another chance. When not even the first item fits whole it is clipped; raises
     :class:`~dashr_ext.errors.SummarizerError` when a heading and a short bullet cannot fit.
     """
-    said = _Said(carried)
+    said = _Said(carried, quoting=not layout.headed)
     if not layout.headed:
         compact_rank(items.items)
     ranked = [i for i in sorted(items.items, key=lambda i: (-i.priority, i.order))]
@@ -275,7 +275,10 @@ def _values_unsaid(kept: list[Item]) -> list[Item]:
 class _Said:
     """What the kept bullets (and the carried text) state, to leave out what they hold."""
 
-    def __init__(self, carried: str) -> None:
+    def __init__(self, carried: str, *, quoting: bool = False) -> None:
+        self.by_quote = quoting
+        """A checklist: a statement a kept request quotes whole is said (a headed summary
+        keeps it under its own heading, Constraints or Critical Context)."""
         self.carried = " ".join(re.sub(r"[^\w$€£%]+", " ", carried.lower()).split())
         self.keys: list[str] = []
         """Of the kept statements (Critical Context): what they hold is said."""
@@ -308,7 +311,7 @@ class _Said:
                 self.keys.append(key)
             else:
                 self.others.add(key)
-                if item.section == REQUEST:
+                if item.section == REQUEST and self.by_quote:
                     self.quoting.append(key)
 
 
