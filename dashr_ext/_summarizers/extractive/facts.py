@@ -319,6 +319,16 @@ class Facts:
             if droppable and _only_stale(item.text, stale):
                 items.remove(item)
                 continue
+            if item.text.startswith("Original request") and not show_superseded:
+                # The task quoted verbatim: a sentence of it that states only a replaced
+                # value leaves the quote (the newer statement says the value); the rest stays.
+                text = _without_stale_sentences(item.text, stale)
+                if text is None:
+                    items.remove(item)
+                    continue
+                if text != item.text:
+                    item.text, item.variants = text, ()
+                    continue
             _rewrite_item(item, stale, show_superseded)
         return set(stale)
 
@@ -453,6 +463,9 @@ def statements(
                 previous_end, previous_value = end, value
                 continue
             found = _label_before(sentence[max(0, start - 80) : start])
+            if found is None:  # "use 2027-03-28 as the code freeze date", "… is the replica host"
+                after = _LABEL_AFTER.match(sentence, end)
+                found = (after.group(1).strip(), False) if after else None
             previous_end, previous_value = end, value
             if found is None:
                 continue
@@ -471,6 +484,12 @@ def statements(
     return _fold_negations(out)
 
 
+_LABEL_AFTER = re.compile(
+    r"\s+(?:as|is)\s+(?:the|our|my|your)\s+([a-z][a-z0-9]*(?:[ -][a-z0-9]+){0,3}?)"
+    r"(?=\s*(?:[.,;!?)]|$)|\s+(?:from|for|now|today|and|but)\b)",
+    re.I,
+)
+"""A label said after its value: "… as the code freeze date", "… is the replica host"."""
 _ANTECEDENT = re.compile(
     r"\b(?:the|our|a|an)\s+([A-Za-z][\w-]{2,})\s*[:;,]\s*(?:it|this|that)\b[^:;,]*$", re.I
 )
@@ -568,6 +587,21 @@ def _only_stale(text: str, stale: dict[str, Fact]) -> bool:
         return False
     body = re.sub(r"^[^:]{0,60}\(seq[^)]*\):\s*", "", text)
     return not any(score(s).rule >= 6.0 and not _mentions_only(s, stale) for s in sentences(body))
+
+
+def _without_stale_sentences(text: str, stale: dict[str, Fact]) -> str | None:
+    """A quoted request without its sentences that state only replaced values (an excerpt
+    now); None when nothing of it is left."""
+    out = text
+    for sentence in sentences(text, min_chars=8):
+        if any(old in sentence for old in stale) and _only_stale(sentence, stale):
+            out = re.sub(r"(?<=\S)  +", " ", out.replace(sentence, ""))
+    if out == text:
+        return text
+    body = out.split(":\n", 1)[-1]
+    if not re.search(r"[A-Za-z]{3}", re.sub(r"^\s*>\s?", "", body, flags=re.M)):
+        return None
+    return out.replace("), verbatim:", "), excerpt:", 1)
 
 
 def _mentions_only(sentence: str, stale: dict[str, Fact]) -> bool:
