@@ -4,7 +4,6 @@ clients that hang up on the scripted server."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import socket
@@ -16,13 +15,12 @@ from typing import Any
 
 import pytest
 from helpers import ScriptedSummarizer, record_steps
-from jupyter_client.session import json_packer, json_unpacker
+from inprocess import kernel_session
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._bridge import handle
 from dashr_ext._bridge.protocol import MAX_LISTED_ITEMS, MAX_MESSAGE_CHARS
 from dashr_ext.agent import Agent
-from dashr_ext.bridge import KernelSession
 from dashr_ext.errors import RecallError, SummarizerError
 from dashr_ext.testing import Reply, ScriptedServer, answer, chat_completion
 
@@ -50,34 +48,6 @@ def log_bytes(d: Dashr) -> bytes:
 
 def request(op: str, **args: Any) -> dict[str, Any]:
     return {"version": 1, "id": f"r-{op}", "op": op, "args": args}
-
-
-class InProcessLink:
-    """The comm, in this process: each request is packed and unpacked as jupyter_client
-    sends it, then answered by the bridge's own ``handle`` over ``d``."""
-
-    def __init__(self, d: Dashr) -> None:
-        self.d = d
-
-    def request(
-        self, rid: str, op: str, args: dict[str, Any], timeout: float, on_progress: Any = None
-    ) -> dict[str, Any]:
-        sent = json_unpacker(json_packer({"version": 1, "id": rid, "op": op, "args": args}))
-        reply = handle(self.d, sent)
-        back: dict[str, Any] = json_unpacker(json_packer(reply))
-        return back
-
-
-def kernel_session(d: Dashr) -> KernelSession:
-    """A KernelSession whose comm is :class:`InProcessLink` (no kernel, no IPython)."""
-    ks = KernelSession.__new__(KernelSession)
-    ks.timeout, ks.auto_reattach, ks.on_progress = 10.0, False, None
-    ks.session_path, ks.last_request = None, {}
-    ks._lock = threading.RLock()
-    ks._link = InProcessLink(d)  # type: ignore[assignment]
-    ks._ids = (f"t-{n}" for n in itertools.count(1))
-    ks._settings, ks._extra_tools = {}, None
-    return ks
 
 
 # --------------------------------------------------------------------------- lone surrogates

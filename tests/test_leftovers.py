@@ -4,38 +4,28 @@ check, and session listings over directories holding links that go nowhere."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import shlex
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import run_cell
+from inprocess import cli, kernel_session
 from IPython.core.interactiveshell import InteractiveShell
-from jupyter_client.session import json_packer, json_unpacker
 from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._bridge import handle
 from dashr_ext._bridge.protocol import schema
 from dashr_ext._catalog import catalog, session_files
-from dashr_ext._cli import _cli_wording, main
+from dashr_ext._cli import _cli_wording
 from dashr_ext._cliparse import command_name, session_file_hint
-from dashr_ext.bridge import KernelSession
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "bridge.md"
 HIT = re.compile(r"^(\d+)\. seq (\d+) \|", re.M)
 NEXT = re.compile(r'page on with cursor="(h\d+)"')
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def needles(path: Path) -> Dashr:
@@ -57,33 +47,6 @@ def needles(path: Path) -> Dashr:
             )
         d.record_openai({"role": "assistant", "content": f"Turn {turn} done."})
     return d
-
-
-class InProcessLink:
-    """The comm in this process: each request packed and unpacked as jupyter_client sends
-    it, then answered by the bridge's own ``handle`` over ``d``."""
-
-    def __init__(self, d: Dashr) -> None:
-        self.d = d
-
-    def request(
-        self, rid: str, op: str, args: dict[str, Any], timeout: float, on_progress: Any = None
-    ) -> dict[str, Any]:
-        sent = json_unpacker(json_packer({"version": 1, "id": rid, "op": op, "args": args}))
-        back: dict[str, Any] = json_unpacker(json_packer(handle(self.d, sent)))
-        return back
-
-
-def kernel_session(d: Dashr) -> KernelSession:
-    """A KernelSession whose comm is :class:`InProcessLink` (no kernel)."""
-    ks = KernelSession.__new__(KernelSession)
-    ks.timeout, ks.auto_reattach, ks.on_progress = 10.0, False, None
-    ks.session_path, ks.last_request = None, {}
-    ks._lock = threading.RLock()
-    ks._link = InProcessLink(d)  # type: ignore[assignment]
-    ks._ids = (f"t-{n}" for n in itertools.count(1))
-    ks._settings, ks._extra_tools = {}, None
-    return ks
 
 
 def pages(search: Callable[[str | None], str]) -> list[str]:

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from helpers import ScriptedSummarizer, record_steps
 from helpers import run_cell as run
+from inprocess import cli
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dashr_ext import CompactionConfig, Dashr
 from dashr_ext._checkpoints import clipped
-from dashr_ext._cli import main
 from dashr_ext._cliparse import command_name
 from dashr_ext._demo import DEMO_TOOLS, SCRIPTED_NOTE, demo_messages
 from dashr_ext._recall import cold
@@ -36,12 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HIT = re.compile(r"^(\d+)\. seq (\d+) \|", re.M)
 PYTHON_CALL = re.compile(r"history_\w+\(|\w+=\"")
 """A hint in Python syntax: ``history_read(...)``, ``checkpoint="c39"``."""
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def needle_session(path: Path, config: CompactionConfig | None = None) -> Dashr:
