@@ -42,7 +42,7 @@ __all__ = [
 
 ENGINES = ("summary", "recallable")
 MIN_SUMMARY_TOKENS = 64
-"""The smallest ``max_summary_tokens``: the minimal footer line (28–34 tokens) and a line of
+"""The smallest ``max_summary_tokens``: the minimal footer line (25–29 tokens) and a line of
 summary (a pass whose span or pins leave less declines; see ``_compaction.layout``)."""
 MIN_STATE_TOKENS = 128
 """The smallest ``state_max_tokens`` (the state checkpoint keeps its sections)."""

@@ -45,6 +45,7 @@ from ._payloads import CONFIG_CHANGE, PIN_ADD, PIN_REMOVE, PinAddPayload, UsageP
 from ._pins import Pin, PinFold, fit_problem, pin_text
 from ._recall import Recall, RecallResult
 from ._recall import tool_schemas as recall_tool_schemas
+from ._recall.render import counted
 from ._redaction import scrub_keys
 from ._session import Session
 from ._summarizers.factory import make_summarizer
@@ -298,9 +299,10 @@ class Dashr:
 
     def __repr__(self) -> str:
         where = self.session.path or "in memory"
+        events, checkpoints = len(self.session), len(self.checkpoints())
         return (
-            f"<Dashr session {self.session.id} ({where}): {len(self.session)} events, "
-            f"{len(self.checkpoints())} checkpoints>"
+            f"<Dashr session {self.session.id} ({where}): {counted(events, 'event')}, "
+            f"{counted(checkpoints, 'checkpoint')}>"
         )
 
     # ------------------------------------------------------------------ configuration

@@ -107,18 +107,15 @@ def compact_footer(
     """The one footer line of a ``compact`` (or ``minimal``) checkpoint (SPEC §7.2).
 
     ``[checkpoint c42 · #5–#31 · 27 events · ~18422 tokens · originals: history_read("c42")
-    · dashr_compaction_archive["c42"]]``; ``minimal`` is the same in fewer tokens (no token
-    count): ``[checkpoint c42 #5–31, 27 events: history_read("c42") or
+    · dashr_compaction_archive["c42"]]``; ``minimal`` is the same in fewer tokens (the id,
+    the span and both routes back): ``[checkpoint c42 #5–31: history_read("c42") or
     dashr_compaction_archive["c42"]]``.
     """
     start, end = shadowed_range
     events = "event" if event_count == 1 else "events"
     read, archived = f'history_read("{checkpoint}")', f'{ARCHIVE_VARIABLE}["{checkpoint}"]'
     if minimal:
-        return (
-            f"[checkpoint {checkpoint} #{start}\u2013{end}, {event_count} {events}: "
-            f"{read} or {archived}]"
-        )
+        return f"[checkpoint {checkpoint} #{start}\u2013{end}: {read} or {archived}]"
     return (
         f"[checkpoint {checkpoint} \u00b7 #{start}\u2013#{end} \u00b7 {event_count} {events} "
         f"\u00b7 ~{tokens} tokens \u00b7 originals: {read} \u00b7 {archived}]"

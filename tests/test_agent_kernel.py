@@ -322,14 +322,14 @@ def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None
     spec.loader.exec_module(builder)
     log, steps = builder.run(tmp_path)
     assert steps[5:10] == [
-        "step 6: run_cell · ~1800 tokens · compacted → c31",
-        "step 7: run_cell · ~2259 tokens",
-        "step 8: run_cell · ~1758 tokens · compacted → c45",
-        "step 9: run_cell (error) · ~2217 tokens",
-        "step 10: answer · ~2361 tokens",
+        "step 6: run_cell · ~1796 tokens · compacted → c31",
+        "step 7: run_cell · ~2255 tokens",
+        "step 8: run_cell · ~1754 tokens · compacted → c45",
+        "step 9: run_cell (error) · ~2213 tokens",
+        "step 10: answer · ~2357 tokens",
     ]
     assert steps[10] == (
-        "step 1: history_search · ~800 tokens · context overflow → retried once · compacted → c66"
+        "step 1: history_search · ~862 tokens · context overflow → retried once · compacted → c66"
     )
     expected = (GOLDEN / "agent.jsonl").read_bytes()
     assert log.split(b"\n") == expected.split(b"\n")

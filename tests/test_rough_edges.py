@@ -463,3 +463,10 @@ def test_the_readme_counts_the_notebooks_nbval_checks() -> None:
     assert f"{words[len(notebooks)]} notebooks\n  checked by nbval" in readme
     paragraph = readme[readme.index("The notebooks in `notebooks/`") :].split("\n\n")[0]
     assert all(f"`{name}`" in paragraph for name in notebooks), paragraph
+
+
+def test_a_sessions_repr_counts_in_the_singular_and_plural() -> None:
+    with Dashr.create(in_memory=True) as d:
+        assert repr(d).endswith(": 1 event, 0 checkpoints>")
+        d.record_openai({"role": "user", "content": "Hi."})
+        assert f": {len(d.session)} events, 0 checkpoints>" in repr(d)
