@@ -312,3 +312,21 @@ def test_an_update_naming_a_shorter_label_replaces_the_longer_one() -> None:
         text = summarize(span, budget)
         assert "2032-02-20" in text
         assert "2032-01-12" not in text
+
+
+def test_steps_said_done_and_boxes_ticked_in_a_file_are_kept_as_done() -> None:
+    """ "I already split the module" and a file's "[x] pinned the client" say where the task
+    stands, whoever says them; a box left open is not a step done."""
+    span = [
+        user(1, "Tidy the service before the release."),
+        assistant(2, "Reading the plan.", [("c1", "bash", {"command": "cat PLAN.md"})]),
+        tool(3, "c1", "# Plan\n3f12d68 fix parser\n[x] pinned the HTTP client\n[ ] rename tables"),
+        user(4, "Also: I already split the settings module myself yesterday."),
+        assistant(5, "Okay, noted. Continuing."),
+        user(6, "Random: the office plants need watering."),
+        assistant(7, "Okay, noted. Continuing."),
+    ]
+    text = summarize(span, 120)
+    assert "pinned the HTTP client" in text
+    assert "split the settings module" in text
+    assert "rename tables" not in text.split("Done:")[-1].split("\n")[0]

@@ -168,15 +168,22 @@ def _labelled(sentence: str) -> bool:
 
 
 def labelled_lines(text: str) -> list[str]:
-    """The lines of a tool output that open with an upper-case label (``TODO: …``): notes
-    a file states, unless the output is a listing of them (more than a few)."""
+    """The lines of a tool output that open with an upper-case label (``TODO: …``) or tick a
+    box (``[x] …``, as ``Done: …``): notes a file states, unless the output is a listing of
+    them (more than a few)."""
     found = []
     for line in text.splitlines()[:_LINES_READ]:
         line = line.strip().lstrip("-*# ").strip()
         label = label_of(line) if 8 < len(line) <= 200 else None
         if label is not None and label.isupper() and not score(line).trivial:
             found.append(line)
+        elif _CHECKED.match(line) and len(line) <= 200:
+            found.append("Done: " + _CHECKED.sub("", line, count=1))  # "[x] pinned the client"
     return found if len(found) <= _MAX_PRINTED else []
+
+
+_CHECKED = re.compile(r"^\[[xX✓✔]\]\s+(?=\S{2})")
+"""A ticked box of a checklist a file keeps (``[x] pinned the HTTP client``): a step done."""
 
 
 _FACT_BULLET = re.compile(r"^(Assistant|Printed by `[^`]*`) \(seq \d+\): (.*)$", re.S)

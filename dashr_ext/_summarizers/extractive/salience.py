@@ -146,7 +146,8 @@ _TASK_STATE = re.compile(
     r"still (?:to do|open|pending)|(?:steps?|tasks?) (?:done|completed|remaining)|"
     r"next step|(?:i )?still owe you an answer|can you (?:tell|let) me|let me know (?:if|"
     r"whether|which|what|when)|i(?:'ll| will) hold until|(?:that|this) (?:part|step) is "
-    r"(?:finished|done|complete)|i(?:'ve| have) (?:finished|completed)|next,? we|then,? we)\b",
+    r"(?:finished|done|complete)|i(?:'ve| have) (?:finished|completed)|next,? we|then,? we|"
+    r"(?:i|we)(?:'ve| have)? already \w+)\b",
     re.I,
 )
 # Conversational filler: acknowledgements, small talk, asides, "continuing".
