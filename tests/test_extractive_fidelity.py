@@ -330,3 +330,21 @@ def test_steps_said_done_and_boxes_ticked_in_a_file_are_kept_as_done() -> None:
     assert "pinned the HTTP client" in text
     assert "split the settings module" in text
     assert "rename tables" not in text.split("Done:")[-1].split("\n")[0]
+
+
+def test_a_new_next_step_or_task_in_other_words_replaces_the_labelled_one() -> None:
+    steps = chat(
+        "Fix the login bug; keep the API backwards compatible.",
+        "NEXT: rotate the service account keys.",
+        "Scratch that, next we backfill the ledger table.",
+    )
+    text = summarize(steps, 160)
+    assert "backfill the ledger table" in text and "backwards compatible" in text
+    assert "rotate the service account keys" not in text
+    tasks = chat(
+        "Hi there, good morning!",
+        "CURRENT TASK: Split the session cache.",
+        "Change of plan: forget the earlier task, we harden the audit log writer first.",
+    )
+    text = summarize(tasks, 160)
+    assert "harden the audit log writer" in text and "Split the session cache" not in text

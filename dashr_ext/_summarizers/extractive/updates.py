@@ -201,10 +201,25 @@ def _said(items: Items) -> list[_Said]:
     return said
 
 
+_NEXT_REF = re.compile(r"\b(?:next step|next,? we|then,? we)\b", re.I)
+_NEXT_LABELS = frozenset({"NEXT", "NEXT STEP", "NEXT STEPS"})
+_NEXT_BODY = re.compile(r"^(?:\w+[.,:]\s+)?(?:the next step is|next,? we|then,? we)\b", re.I)
+
+
+def _says_next(body: str) -> bool:
+    """A statement of the next step: labelled ``NEXT``/``NEXT STEP``, or saying it is."""
+    return (label_of(body) or "") in _NEXT_LABELS or _NEXT_BODY.match(body) is not None
+
+
 def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
     """The latest earlier statement of the kind ``new`` names ("that rule")."""
     ref = _KIND_REF.search(new.body)
     label = label_of(new.body) or ""
+    if _NEXT_REF.search(new.body) and label not in _NEXT_LABELS:
+        # "Scratch that, next we backfill the table", "switch the next step: …": the one
+        # next step said before (an item labelled NEXT, or "the next step is …").
+        steps = [s for s in earlier if _says_next(s.body)]
+        return steps[-1] if steps else None
     kinds: tuple[str, ...]
     if ref is not None and ref.group("said"):  # "no longer what I said before": its kind
         kinds = (new.kind, _kind_of(new.body))
@@ -214,10 +229,14 @@ def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
         kinds = _KINDS_OF_REF["task"]  # "GOAL STATE: …" says what the task is now
     else:
         return None
+    labelled_task = "Original request" in kinds  # "CURRENT TASK: …" is the task too
     pool = [
         s
         for s in earlier
-        if s.kind in kinds
+        if (
+            s.kind in kinds
+            or (labelled_task and re.search(r"\b(?:TASK|GOAL)\b", label_of(s.body) or ""))
+        )
         and (s.item.section != REQUEST or s.kind == "Original request" or reads_as_request(s.body))
     ]  # a later message is a task when it asks for something
     if not pool:
