@@ -122,6 +122,18 @@ def compact_footer(
     )
 
 
+FOOTER_LINE = re.compile(r"^\[checkpoint c\d+\b[^\n]*\]\s*$", re.M)
+"""The footer line a compact or minimal checkpoint ends with (``[checkpoint c42 …]``); a
+summary line that reads like one is quoted (``[quoted checkpoint …``, see
+:func:`neutralize_summary`), so a match is framing."""
+
+
+def reads_as_checkpoint(text: str) -> bool:
+    """Whether ``text`` is a checkpoint's (its framing tags or its footer line), as when a
+    checkpoint is recorded as the input of another session."""
+    return "</compacted-summary>" in text or FOOTER_LINE.search(text) is not None
+
+
 def archive_marker(checkpoint: str, counts: Mapping[str, int]) -> str:
     """The archive marker appended after the footer when the archive write succeeded.
 

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
+from dashr_ext._config import CompactionConfig
 from dashr_ext._controller import Dashr
 from dashr_ext._events import ContentBlock, Event, EventSpec, block_to_json, text_blocks
 from dashr_ext._session import Session
 from dashr_ext._summarizers.base import SummaryRequest, SummaryResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from IPython.core.interactiveshell import InteractiveShell
 
 LOREM = (
@@ -150,3 +153,29 @@ def run_cell(ip: InteractiveShell, code: str) -> Any:
     result = ip.run_cell(code)
     result.raise_error()
     return result.result
+
+
+def needle_session(path: Path, config: CompactionConfig | None = None) -> Dashr:
+    """5 turns of 13 steps; every tool result (65 in all) holds "needle", nothing else does.
+    With ``config`` the requests between steps compact as an agent loop's would, and every
+    checkpoint summary says "needle" too."""
+    summarizer = ScriptedSummarizer(text="## Current Work\n- Counting each needle.")
+    d = Dashr.create(path, config=config, durability="flush", summarizer=summarizer)
+    for turn in range(5):
+        d.record_openai({"role": "user", "content": f"Task {turn}: sort the haystack."})
+        for i in range(turn * 13, turn * 13 + 13):
+            call = {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": "{}"},
+            }
+            if config is not None:
+                d.request_messages()
+            d.record_openai(
+                [
+                    {"role": "assistant", "content": f"Step {i}.", "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": f"c{i}", "content": f"needle {i}\n" * 60},
+                ]
+            )
+        d.record_openai({"role": "assistant", "content": f"Turn {turn} done."})
+    return d

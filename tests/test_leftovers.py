@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import run_cell
+from helpers import needle_session, run_cell
 from inprocess import cli, kernel_session
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
@@ -26,27 +26,6 @@ from dashr_ext._cliparse import command_name, session_file_hint
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "bridge.md"
 HIT = re.compile(r"^(\d+)\. seq (\d+) \|", re.M)
 NEXT = re.compile(r'page on with cursor="(h\d+)"')
-
-
-def needles(path: Path) -> Dashr:
-    """5 turns of 13 steps; each of the 65 tool results holds "needle", nothing else does."""
-    d = Dashr.create(path, durability="flush")
-    for turn in range(5):
-        d.record_openai({"role": "user", "content": f"Task {turn}: sort the haystack."})
-        for i in range(turn * 13, turn * 13 + 13):
-            call = {
-                "id": f"c{i}",
-                "type": "function",
-                "function": {"name": "bash", "arguments": "{}"},
-            }
-            d.record_openai(
-                [
-                    {"role": "assistant", "content": f"Step {i}.", "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": f"c{i}", "content": f"needle {i}\n" * 20},
-                ]
-            )
-        d.record_openai({"role": "assistant", "content": f"Turn {turn} done."})
-    return d
 
 
 def pages(search: Callable[[str | None], str]) -> list[str]:
@@ -64,7 +43,7 @@ def pages(search: Callable[[str | None], str]) -> list[str]:
 def test_the_bridge_pages_a_search_with_the_cursor_as_the_in_process_api_does(
     tmp_path: Path,
 ) -> None:
-    with needles(tmp_path / "s.jsonl") as d:
+    with needle_session(tmp_path / "s.jsonl") as d:
         expected = {
             e.seq for e in d.session.events if e.type == "tool/result"
         }  # every needle, found without recall
@@ -81,7 +60,7 @@ def test_the_bridge_pages_a_search_with_the_cursor_as_the_in_process_api_does(
 
 
 def test_the_search_op_takes_a_cursor_string_and_refuses_anything_else(tmp_path: Path) -> None:
-    with needles(tmp_path / "s.jsonl") as d:
+    with needle_session(tmp_path / "s.jsonl") as d:
         first = str(d.history_search("needle"))
         token = NEXT.search(first).group(1)  # type: ignore[union-attr]
         args = {"query": "needle", "cursor": token}

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ScriptedSummarizer, record_steps
+from helpers import ScriptedSummarizer, needle_session, record_steps
 from helpers import run_cell as run
 from inprocess import cli
 from IPython.core.error import UsageError
@@ -36,32 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HIT = re.compile(r"^(\d+)\. seq (\d+) \|", re.M)
 PYTHON_CALL = re.compile(r"history_\w+\(|\w+=\"")
 """A hint in Python syntax: ``history_read(...)``, ``checkpoint="c39"``."""
-
-
-def needle_session(path: Path, config: CompactionConfig | None = None) -> Dashr:
-    """5 turns of 13 steps; every tool result (65 in all) holds "needle", nothing else does.
-    With ``config`` the requests between steps compact as an agent loop's would, and every
-    checkpoint summary says "needle" too."""
-    summarizer = ScriptedSummarizer(text="## Current Work\n- Counting each needle.")
-    d = Dashr.create(path, config=config, durability="flush", summarizer=summarizer)
-    for turn in range(5):
-        d.record_openai({"role": "user", "content": f"Task {turn}: sort the haystack."})
-        for i in range(turn * 13, turn * 13 + 13):
-            call = {
-                "id": f"c{i}",
-                "type": "function",
-                "function": {"name": "bash", "arguments": "{}"},
-            }
-            if config is not None:
-                d.request_messages()
-            d.record_openai(
-                [
-                    {"role": "assistant", "content": f"Step {i}.", "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": f"c{i}", "content": f"needle {i}\n" * 60},
-                ]
-            )
-        d.record_openai({"role": "assistant", "content": f"Turn {turn} done."})
-    return d
 
 
 def holding(d: Dashr, phrase: str) -> set[int]:

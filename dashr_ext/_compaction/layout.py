@@ -18,7 +18,6 @@ pass does not start.
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 from .._checkpoints import checkpoint_of, is_checkpoint
 from .._events import Event
-from .._footers import FOOTER_FORMS, FRAMING_SHARE, framing_cap
+from .._footers import FOOTER_FORMS, FRAMING_SHARE, framing_cap, reads_as_checkpoint
 from .._meter import MESSAGE_OVERHEAD_TOKENS
 from .._names import WorkName, collect_names, merge_names, names_from_data, render_names
 from .._payloads import summary_payload
@@ -208,18 +207,12 @@ def layout_for(
     )
 
 
-_FOOTER_LINE = re.compile(r"^\[checkpoint c\d+\b[^\n]*\]\s*$", re.M)
-
-
 def _reads_as_checkpoint(event: Any) -> bool:
-    """A checkpoint node, or a user message holding a checkpoint's text (its framing tags or
-    footer line: a checkpoint recorded as the input of another session)."""
+    """A checkpoint node, or a user message holding a checkpoint's text (a checkpoint
+    recorded as the input of another session)."""
     if is_checkpoint(event):
         return True
-    if event.type != "user/message":
-        return False
-    text = event.message.text
-    return "</compacted-summary>" in text or _FOOTER_LINE.search(text) is not None
+    return event.type == "user/message" and reads_as_checkpoint(event.message.text)
 
 
 _FOLDS: weakref.WeakKeyDictionary[Any, PinFold] = weakref.WeakKeyDictionary()

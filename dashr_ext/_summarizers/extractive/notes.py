@@ -133,9 +133,9 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
     for sentence in sentences(prose(text))[:_SENTENCES_READ]:
-        labelled = _labelled(sentence) or overrides(sentence) or bool(_TASK_HINT.search(sentence))
+        marked = _labelled(sentence) or overrides(sentence) or bool(_TASK_HINT.search(sentence))
         if len(sentence) > 400 or not (
-            labelled
+            marked
             or _FACT_HINT.search(sentence)
             or _STATUS.match(sentence)
             or _CONSTRAINT.search(sentence)
@@ -149,7 +149,7 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
         status = _STATUS.match(sentence) is not None
         constraint = _CONSTRAINT.search(sentence) is not None
         changed = salience.update and re.search(r"\d", sentence) is not None
-        if not (labelled or status or constraint or changed or salience.values):
+        if not (marked or status or constraint or changed or salience.values):
             continue
         subject = None
         if status:
@@ -165,6 +165,14 @@ def _labelled(sentence: str) -> bool:
     """Whether a sentence opens with an upper-case label ("NOTE: …", "GOAL STATE: …")."""
     label = label_of(sentence)
     return label is not None and label.isupper()
+
+
+def labelled(span: Span, seq: int, text: str) -> list[str]:
+    """:func:`labelled_lines` of the tool result of ``seq``, read once per span."""
+    found = span.labelled.get(seq)
+    if found is None:
+        found = span.labelled[seq] = labelled_lines(text)
+    return found
 
 
 def labelled_lines(text: str) -> list[str]:
@@ -217,7 +225,7 @@ def add_said_facts(items: Items, span: Span) -> None:
     for seq, command, text in span.tool_outputs:
         _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"
-        for line in labelled_lines(text):  # a file's "TODO: …", "RULE: …" lines
+        for line in labelled(span, seq, text):  # a file's "TODO: …", "RULE: …" lines
             key = "\0printed\0" + line
             found.pop(key, None)
             priority = statement_priority(line) or FACT_PRIORITY

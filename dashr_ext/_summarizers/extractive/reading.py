@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..._checkpoints import is_checkpoint
 from ..._events import Event, ReasoningBlock, ToolCallBlock
 from ..._fileops import embedded_python_ops, file_ops_for_call
+from ..._footers import FOOTER_LINE, reads_as_checkpoint
 from ..._jsontext import arguments_object
 from ..._payloads import POINTER_SOURCE
 from ..._pruned import shown_seq
@@ -135,6 +136,8 @@ class Span:
     """``(seq, command, text)`` of every tool result (command empty when unknown)."""
     printed: dict[int, tuple[list[tuple[str, str]], list[str]]] = field(default_factory=dict)
     """The value lines of a tool result by seq, read once (see :func:`.notes.printed`)."""
+    labelled: dict[int, list[str]] = field(default_factory=dict)
+    """The labelled lines of a tool result by seq, read once (see :func:`.notes.labelled`)."""
 
     def file(self, path: str) -> FileNote:
         note = self.files.get(path)
@@ -150,7 +153,7 @@ def _checkpoint_summary(text: str) -> str:
     if match:
         text = match.group(1)
     else:
-        footer = _FOOTER.search(text)
+        footer = FOOTER_LINE.search(text)
         text = text[: footer.start()] if footer else text
     return _NAMES_BLOCK.sub("", text).strip()
 
@@ -158,15 +161,6 @@ def _checkpoint_summary(text: str) -> str:
 _NAMES_BLOCK = re.compile(r"^## Names[ \t]*\n(?:(?!#{1,6} ).*(?:\n|$))*", re.M)
 
 
-# The footer line a checkpoint ends with (``[checkpoint c42 …``); a summary line that reads
-# like one is quoted (``[quoted checkpoint …``, see dashr_ext._footers), so it is framing.
-_FOOTER = re.compile(r"^\[checkpoint c\d+\b[^\n]*\]\s*$", re.M)
-
-
-def _reads_as_checkpoint(text: str) -> bool:
-    """A user message that is a checkpoint's text (its framing tags or its footer line):
-    recorded as the input of a fresh session, it is read back as a previous summary."""
-    return "</compacted-summary>" in text or _FOOTER.search(text) is not None
 
 
 def read_span(request: SummaryRequest) -> Span:
@@ -178,7 +172,7 @@ def read_span(request: SummaryRequest) -> Span:
             continue
         message = event.message
         if event.type == "user/message":
-            if is_checkpoint(event) or _reads_as_checkpoint(message.text):
+            if is_checkpoint(event) or reads_as_checkpoint(message.text):
                 if request.previous_summary is None:
                     span.previous.append(_checkpoint_summary(message.text))
                 continue

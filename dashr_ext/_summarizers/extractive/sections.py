@@ -26,7 +26,7 @@ from .items import (
     VALUES,
     Items,
 )
-from .notes import FACT_PRIORITY, add_said_facts, fact_subject, labelled_lines, printed
+from .notes import FACT_PRIORITY, add_said_facts, fact_subject, labelled, printed
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
     LOW_SALIENCE,
@@ -279,7 +279,7 @@ def read_facts(facts: Facts, span: Span) -> None:
         said += [(seq, 5, key, value) for key, value in printed(span, seq, text)[0]]
         # A file's "NOTE: the cap is $450" line: read as the assistant's prose is, so that
         # a later statement of the same thing supersedes it (its own bullet shows it).
-        said += [(seq, 6, line, "") for line in labelled_lines(text)]
+        said += [(seq, 6, line, "") for line in labelled(span, seq, text)]
     for seq, source, text, value in sorted(said, key=lambda s: (s[0], s[1])):
         if source in (1, 2, 6):
             facts.read(text, float(seq), min(source, 2))
