@@ -23,6 +23,10 @@ it was. Catch :class:`DashrError` to handle them all::
     ├── RecallError (ValueError)            a history_* call has bad arguments
     ├── PinError (ValueError)               a pin is empty, does not fit the checkpoint budget, or
     │                                       an unpin names no current pin
+    ├── TurnMemoryError (ValueError)        a turn cannot be rewritten (open, unknown, not a run)
+    │   ├── TurnEditError                   a working-turn edit was refused; nothing changed
+    │   │   └── StaleNodeError              ... because it names a node an earlier edit replaced
+    │   └── TurnValidationError             the rewritten turn breaks a rule (all are listed)
     ├── AgentError                          the agent loop was misused (a turn already runs)
     └── BridgeError                         talking to a kernel over the dashr comm failed
         ├── ProtocolError                   the kernel refused a malformed request (op, size, …)
@@ -67,11 +71,15 @@ __all__ = [
     "RecallError",
     "SearchIndexError",
     "SessionLockedError",
+    "StaleNodeError",
     "StoreError",
     "SummarizerEndpointError",
     "SummarizerError",
     "SurfaceError",
     "TornTailWarning",
+    "TurnEditError",
+    "TurnMemoryError",
+    "TurnValidationError",
     "UsageWarning",
 ]
 
@@ -207,6 +215,47 @@ class PinError(DashrError, ValueError):
     """``pin`` / ``unpin`` refused: an empty text, a pin set that would not fit the checkpoint
     budget (the message names both sizes), or an id that names no current pin (the message
     lists the current ones). The log is left as it was."""
+
+
+class TurnMemoryError(DashrError, ValueError):
+    """A completed turn cannot be rewritten: it is unknown or still open, has no current node,
+    or is no longer a contiguous run of its own nodes on the surface."""
+
+
+class TurnEditError(TurnMemoryError):
+    """A working-turn edit was refused (an unknown id, a range that is not contiguous, more
+    nodes than the range can land, a malformed node); the editor's state is unchanged."""
+
+
+class StaleNodeError(TurnEditError):
+    """An edit named a node id that an earlier accepted edit replaced.
+
+    ``node_id`` is the stale id, ``replaced_by`` the ids that replaced it and ``current`` the
+    ids now on the working turn that descend from it.
+    """
+
+    def __init__(
+        self, node_id: str, replaced_by: tuple[str, ...], current: tuple[str, ...]
+    ) -> None:
+        self.node_id = node_id
+        self.replaced_by = replaced_by
+        self.current = current
+        later = "" if current == replaced_by else f"; its content is now in {', '.join(current)}"
+        super().__init__(
+            f"node {node_id} was replaced by {', '.join(replaced_by)}{later}: "
+            "use the current ids (list the turn's nodes to see them)"
+        )
+
+
+class TurnValidationError(TurnMemoryError):
+    """The rewritten turn breaks one or more rules; ``problems`` lists every one of them
+    (``(rule, message)`` pairs) and the message joins them."""
+
+    def __init__(self, problems: tuple[tuple[str, str], ...]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"- [{rule}] {message}" for rule, message in problems)
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        super().__init__(f"the rewritten turn is not valid ({count}):\n{lines}")
 
 
 class AgentError(DashrError):

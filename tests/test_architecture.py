@@ -169,6 +169,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("model", ("dashr_ext._client", "dashr_ext._summarizers")),
     ("compaction", ("dashr_ext._compaction",)),
+    ("turn memory", ("dashr_ext._turnmemory",)),
     ("recall", ("dashr_ext._recall",)),
     ("controller", ("dashr_ext._controller",)),
     (

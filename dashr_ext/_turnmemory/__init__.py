@@ -1,0 +1,41 @@
+"""Turn memory (SPEC §6.4): rewrite a completed turn's nodes N→M in place, keeping its shape.
+
+:mod:`.nodes` reads one closed turn's current surface nodes from a session; :mod:`.editor`
+is the pure working-turn editor a compressor edits them with (opaque ids, semantic sources
+and landing slices, final validation). Neither writes anything.
+"""
+
+from __future__ import annotations
+
+from .editor import (
+    DEFAULT_READ_MAX_CHARS,
+    CatalogRow,
+    EditorState,
+    NewNode,
+    ReadResult,
+    TurnEditor,
+    TurnProblem,
+    WorkingNode,
+    catalog_text,
+    final_problems,
+)
+from .nodes import NodeKind, TurnNode, image_marker, marker_refs, render_content, turn_nodes
+
+__all__ = [
+    "DEFAULT_READ_MAX_CHARS",
+    "CatalogRow",
+    "EditorState",
+    "NewNode",
+    "NodeKind",
+    "ReadResult",
+    "TurnEditor",
+    "TurnNode",
+    "TurnProblem",
+    "WorkingNode",
+    "catalog_text",
+    "final_problems",
+    "image_marker",
+    "marker_refs",
+    "render_content",
+    "turn_nodes",
+]
