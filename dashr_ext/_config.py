@@ -41,9 +41,10 @@ __all__ = [
 ]
 
 ENGINES = ("summary", "recallable")
-MIN_SUMMARY_TOKENS = 64
-"""The smallest ``max_summary_tokens``: the minimal footer line (25–29 tokens) and a line of
-summary (a pass whose span or pins leave less declines; see ``_compaction.layout``)."""
+MIN_SUMMARY_TOKENS = 48
+"""The smallest ``max_summary_tokens``: the minimal footer line (25–29 tokens), its message
+and a 16-token line of summary (a pass whose span, pins or footer leave less declines, with
+the sizes; see ``_compaction.layout``)."""
 MIN_STATE_TOKENS = 128
 """The smallest ``state_max_tokens`` (the state checkpoint keeps its sections)."""
 SUMMARY_SHARE, SUMMARY_FLOOR, SUMMARY_CEILING = 0.15, 256, 8192

@@ -320,6 +320,22 @@ class TokenMeter:
         self._node_cache[event.seq] = (event, tokens)
         return tokens
 
+    def text_size(self, event: Event) -> tuple[int, int]:
+        """``(characters, tokens)`` of one surface node's text: its text, reasoning and tool
+        calls' names and arguments, without the message, call and image overheads
+        (:meth:`node_tokens` less those, so cached alike)."""
+        tokens = self.node_tokens(event) - MESSAGE_OVERHEAD_TOKENS
+        chars = 0
+        for block in event.message.content:
+            if isinstance(block, _TEXT_BLOCKS):
+                chars += len(block.text)
+            elif isinstance(block, ToolCallBlock):
+                tokens -= TOOL_CALL_OVERHEAD_TOKENS
+                chars += len(block.name) + len(block.arguments)
+            elif isinstance(block, ImageBlock):
+                tokens -= image_tokens(block.width, block.height)
+        return chars, tokens
+
     def _count_node(self, event: Event) -> int:
         count = self._counter()
         tokens = MESSAGE_OVERHEAD_TOKENS

@@ -48,6 +48,7 @@ from dashr_ext.errors import DashrError
 __all__ = [
     "BUDGETS",
     "FOOTER_TOKENS",
+    "FRAMING_TOKENS",
     "MIN_SUMMARY_TOKENS",
     "MODES",
     "PASSES",
@@ -59,8 +60,12 @@ __all__ = [
 BUDGETS = (0.10, 0.20, 0.30)
 PASSES = 5
 MODES = ("1 pass", "same session", "fed back")
-FOOTER_TOKENS = 40
-"""The least checkpoint framing a pass may need: below it a budget is infeasible."""
+FOOTER_TOKENS = MIN_SUMMARY_TOKENS
+"""The least checkpoint a pass makes (the minimal footer line, its message and a line of
+summary): a budget without room for it is infeasible."""
+FRAMING_TOKENS = 32
+"""The minimal footer line (25–29 tokens) and its message's overhead: what a checkpoint
+adds besides what it says."""
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,7 @@ def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None
         "step 10: answer · ~2357 tokens",
     ]
     assert steps[10] == (
-        "step 1: history_search · ~862 tokens · context overflow → retried once · compacted → c66"
+        "step 1: history_search · ~796 tokens · context overflow → retried once · compacted → c66"
     )
     expected = (GOLDEN / "agent.jsonl").read_bytes()
     assert log.split(b"\n") == expected.split(b"\n")

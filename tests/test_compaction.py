@@ -89,11 +89,11 @@ def test_recency_window_triggers_below_the_model_threshold() -> None:
         ({"context_window_tokens": "big"}, "context_window_tokens", "got 'big'"),
         ({"auto": "yes"}, "auto", "expected True or False, got 'yes'"),
         (
-            {"max_summary_tokens": 63},
+            {"max_summary_tokens": 47},
             "max_summary_tokens",
-            "max_summary_tokens: expected an integer >= 64, got 63",
+            "max_summary_tokens: expected an integer >= 48, got 47",
         ),
-        ({"max_summary_tokens": 16}, "max_summary_tokens", "expected an integer >= 64, got 16"),
+        ({"max_summary_tokens": 16}, "max_summary_tokens", "expected an integer >= 48, got 16"),
     ],
 )
 def test_bad_configuration_names_field_range_and_value(

@@ -189,7 +189,8 @@ CAP_UPDATE = [
 
 def test_an_updated_value_is_current_and_the_old_one_only_a_was_note() -> None:
     plain = run(CAP_FIRST + CAP_UPDATE)
-    assert "cap: `$450`" in values_line(plain) and "$390" not in plain  # current values only
+    assert "$390" not in plain  # current values only, each said once
+    assert plain.count("$450") == 1 and "User rule (seq 5): Update: the cap is now $450." in plain
     text = run(CAP_FIRST + CAP_UPDATE, show_superseded=True)
     assert "cap: `$450` (was `$390`)" in values_line(text)
     assert only_as_was(text, "$390")
@@ -199,9 +200,9 @@ def test_an_updated_value_is_current_and_the_old_one_only_a_was_note() -> None:
 
 def test_an_update_across_passes_replaces_the_value_of_the_previous_summary() -> None:
     first = run(CAP_FIRST)
-    assert "cap: `$390`" in values_line(first)
+    assert "User rule (seq 1): The cap is $390 per payout." in first
     plain = run(CAP_UPDATE, previous=first)
-    assert "cap: `$450`" in values_line(plain) and "$390" not in plain
+    assert "$450" in plain and "$390" not in plain
     assert "$390" not in run([user(7, "Thanks.")], previous=plain)
     second = run(CAP_UPDATE, previous=first, show_superseded=True)
     assert "cap: `$450` (was `$390`)" in values_line(second)
@@ -236,7 +237,8 @@ def test_a_changed_config_key_keeps_only_its_current_value() -> None:
     assert "RETRY_CAP: `60` (was `40`)" in values_line(text)
     assert "RETRY_CAP=40" not in keyword_groups(text).get("config", "")
     plain = run(span)
-    assert "RETRY_CAP: `60`" in values_line(plain) and "(was" not in plain
+    critical = sections_of(plain)["Critical Context"]  # (the command run stays as it ran)
+    assert "RETRY_CAP=60" in critical and "RETRY_CAP=40" not in critical and "(was" not in plain
 
 
 def test_values_a_tool_printed_are_labelled_and_secrets_are_not() -> None:
@@ -291,9 +293,12 @@ SENTENCES = {
 @pytest.mark.parametrize(("type_", "kind", "literal"), TYPED, ids=[t[2] for t in TYPED])
 def test_typed_literals_reach_the_keyword_line(type_: str, kind: str, literal: str) -> None:
     said = SENTENCES.get(literal, f"For the record: {literal} is what we saw.")
+    # Late in a long explanation: not a statement bullet of its own (which would show the
+    # literal already), so the keyword line is where the summary keeps it.
+    steps = " ".join(f"Step {n} of the release went as planned." for n in range(1, 9))
     span = [
         user(1, "Prepare the release."),
-        assistant(2, said, [("c1", "bash", {"command": "make release"})]),
+        assistant(2, f"{steps} {said}", [("c1", "bash", {"command": "make release"})]),
         tool(3, "c1", "<returncode>0</returncode>"),
         assistant(4, "The release is prepared."),
     ]

@@ -46,7 +46,7 @@ from ..errors import (
 )
 from .commit import ArchiveUndo, Pointers, check_span_current, commit_pass, restore_archive
 from .compose import MIN_SUMMARY_BODY, compose_pass
-from .layout import Declined, Layout, layout_for
+from .layout import Declined, Layout, layout_for, span_counter
 from .plan import PassPlan, check_explicit_range, plan_pass
 from .prune import PruneItem, PruneResult
 from .pruning import Pruner
@@ -282,7 +282,8 @@ class CompactionEngine:
             if span is None:
                 return None
             budget = max_summary_tokens or self.config.summary_budget
-            layout = self._summary_room(span, measurement, budget)
+            count = span_counter(self.meter, self.session, span)
+            layout = self._summary_room(span, measurement, budget, count_tokens=count)
             if isinstance(layout, Declined):
                 self.last_decline = layout.reason
                 if trigger == "pressure":
@@ -295,7 +296,7 @@ class CompactionEngine:
                 trigger=trigger,
                 engine=self.name,
                 max_summary_tokens=layout.summary_tokens,
-                count_tokens=self.meter.count_text,
+                count_tokens=count,
                 show_superseded=self.config.show_superseded,
                 layout=layout,
             )
@@ -313,6 +314,7 @@ class CompactionEngine:
         checkpoint_class: str | None = None,
         *,
         fit_room: bool = True,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> Layout | Declined:
         """How ``budget`` splits for a checkpoint over ``span`` (:func:`~.layout.plan_layout`).
 
@@ -335,7 +337,8 @@ class CompactionEngine:
             span,
             tokens,
             budget,
-            count_tokens=self.meter.count_text,
+            count_tokens=count_tokens or self.meter.count_text,
+            fixed_count=self.meter.count_text,
             pointer=self._pointers is not None,
             checkpoint_class=checkpoint_class,
             whole_budget=not fit_room,

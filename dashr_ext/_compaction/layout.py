@@ -18,10 +18,11 @@ pass does not start.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .._checkpoints import checkpoint_of, is_checkpoint
 from .._events import Event
@@ -41,6 +42,7 @@ __all__ = [
     "Layout",
     "layout_for",
     "plan_layout",
+    "span_counter",
 ]
 
 NAMES_SHARE = 0.35
@@ -94,6 +96,57 @@ class Declined:
     reason: str
 
 
+MAX_DENSITY = 0.32
+"""The most tokens per character :func:`span_counter` holds a checkpoint to: about the densest
+the summaries' own prose (identifiers and values included) counts. A span of code, hashes or
+logs counts more per character; its checkpoint's prose is not squeezed below its token budget
+for that."""
+
+
+class SpanMeter(Protocol):
+    def count_text(self, text: str) -> int: ...
+    def text_size(self, event: Event) -> tuple[int, int]: ...
+
+
+def span_counter(meter: SpanMeter, view: PlanView, span: tuple[int, int]) -> Callable[[str], int]:
+    """``count_tokens`` that also holds a text to the characters its count stands for in
+    the history it replaces: a text of *c* characters counts at least *c* times the
+    original history's tokens per character. A checkpoint sized by it is within its budget
+    both by the meter and in characters at that density (prose counts fewer tokens per
+    character than code, tool output and identifiers, so a meter budget alone lets a
+    checkpoint take more of the text than the history it shadows gave it), the density
+    capped at :data:`MAX_DENSITY`.
+
+    The history is the nodes at surface positions ``span`` of ``view``, every checkpoint
+    node among them read as the originals it stands for (its ``sourceEventSeqs``,
+    recursively); a checkpoint's text recorded as a plain message (another session's output)
+    is left out. ``meter.text_size`` gives an event's ``(characters, tokens)``
+    (:meth:`~dashr_ext._meter.TokenMeter.text_size`). Pure."""
+    count_tokens, event_of = meter.count_text, view.event
+    events = [event_of(q) for q in view.surface[span[0] : span[1] + 1]]
+    chars = tokens = 0
+    seen: set[int] = set()
+    stack = list(reversed(events))
+    while stack:
+        event = stack.pop()
+        if event.seq in seen:
+            continue
+        seen.add(event.seq)
+        if is_checkpoint(event):
+            stack.extend(event_of(q) for q in reversed(event.source_event_seqs or ()))
+        elif event.is_surface and not _reads_as_checkpoint(event):
+            c, t = meter.text_size(event)
+            chars, tokens = chars + c, tokens + t
+    if chars <= 0 or tokens <= 0:
+        return count_tokens
+    density = min(tokens / chars, MAX_DENSITY)
+
+    def count(value: str) -> int:
+        return max(count_tokens(value), math.ceil(len(value) * density))
+
+    return count
+
+
 def plan_layout(
     *,
     budget: int,
@@ -107,8 +160,12 @@ def plan_layout(
     pointer: bool = True,
     forms: Sequence[str] = FOOTER_FORMS,
     checkpoint_class: str | None = None,
+    fixed_count: Callable[[str], int] | None = None,
 ) -> Layout | Declined:
     """Split ``budget`` for a checkpoint shadowing ``seqs`` (``shadowed_tokens``).
+
+    ``fixed_count`` counts the code-composed framing and the pins (the meter, as a pin is
+    admitted by it; default ``count_tokens``); ``count_tokens`` the names and the summary.
 
     ``pointer=False`` (pointers are off): the full form's pointer message is not counted.
     ``forms`` limits the choice (largest first). ``visible_text`` is what the request still
@@ -123,7 +180,7 @@ def plan_layout(
         )
         if form == "full" and not pointer:
             text, messages = text.rsplit("\n", 1)[0], 1
-        fixed = count_tokens(text)
+        fixed = (fixed_count or count_tokens)(text)
         chosen = (form, fixed, messages)
         # The largest form within 12% of the budget; else the smallest (at most 64 tokens).
         if fixed <= min(framing_cap(limit), int(limit * FRAMING_SHARE)):
@@ -132,7 +189,7 @@ def plan_layout(
     form, fixed, messages = chosen
     overhead = fixed + messages * MESSAGE_OVERHEAD_TOKENS
     pinned = pins_block(pins)
-    pin_tokens = count_tokens(pinned) + _SEPARATOR_TOKENS if pinned else 0
+    pin_tokens = (fixed_count or count_tokens)(pinned) + _SEPARATOR_TOKENS if pinned else 0
     content = limit - overhead - pin_tokens
     if content < MIN_LAYOUT_SUMMARY:
         return Declined(
@@ -169,6 +226,7 @@ def layout_for(
     pointer: bool,
     checkpoint_class: str | None = None,
     whole_budget: bool = False,
+    fixed_count: Callable[[str], int] | None = None,
 ) -> Layout | Declined:
     """:func:`plan_layout` for surface positions ``span`` of ``view``'s current surface.
 
@@ -204,6 +262,7 @@ def layout_for(
         pointer=pointer,
         forms=FOOTER_FORMS,
         checkpoint_class=checkpoint_class,
+        fixed_count=fixed_count,
     )
 
 

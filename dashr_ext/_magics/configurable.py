@@ -107,7 +107,7 @@ class Dashr(Magics):
         COMPACTION_DEFAULTS.max_summary_tokens,
         allow_none=True,
         help="Upper bound on everything a pass adds to the request (framing, pins, names, summary, "
-        "footers, marker, pointer), in tokens (>= 64; None: 15% of the trigger, 256-8192).",
+        "footers, marker, pointer), in tokens (>= 48; None: 15% of the trigger, 256-8192).",
     ).tag(config=True)
     compaction_retries = Integer(
         COMPACTION_DEFAULTS.compaction_retries,

@@ -16,14 +16,24 @@ value instead of quoting the old one again.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .anchors import Literal, bounded, typed_literals
-from .items import CRITICAL, NEXT, PENDING, REQUEST, VALUES, Item, Items
+from .items import CRITICAL, NEXT, PENDING, REQUEST, VALUES, Items
+from .rewriting import only_stale, rewrite, rewrite_item, without_stale_sentences
 from .salience import overrides, score
 from .text import SECRET_KEY, code, sentences, words
 
-__all__ = ["Fact", "Facts", "parse_values", "render_fact", "rewrite", "statements"]
+__all__ = [
+    "Fact",
+    "Facts",
+    "parse_values",
+    "render_fact",
+    "replaced_anchors",
+    "rewrite",
+    "statements",
+]
 
 # The literal types a sentence may give a label as its value.
 _FACT_TYPES = frozenset(
@@ -98,6 +108,14 @@ class Fact:
     was: list[str] = field(default_factory=list)
 
 
+_REPLACES = re.compile(
+    r"\b(?:scratch that|change of plans?|on second thought|correction|forget (?:that|what i "
+    r"said))\b",
+    re.I,
+)
+"""A cue that what follows replaces something already said (not merely a new statement)."""
+
+
 def _key(label: str) -> tuple[str, ...]:
     return tuple(w for w in re.split(r"[\s._-]+", label.lower().strip("-")) if w)
 
@@ -141,6 +159,8 @@ class Facts:
 
     def __init__(self) -> None:
         self.facts: list[Fact] = []
+        self.cued: list[str] = []
+        """Values the span stated with an update cue ("switch the cap to 858 MB")."""
 
     def state(
         self,
@@ -177,9 +197,7 @@ class Facts:
         fact.value, fact.order = value, order
         fact.source = source if source else fact.source
 
-    def _find(
-        self, key: tuple[str, ...], label: str, loose: bool, value: str = ""
-    ) -> Fact | None:
+    def _find(self, key: tuple[str, ...], label: str, loose: bool, value: str = "") -> Fact | None:
         for fact in reversed(self.facts):
             if fact.key == key:
                 return fact
@@ -218,9 +236,11 @@ class Facts:
         if source in (0, 1, 2):
             found += self._updates(text, {v for _, v, _, _ in found})
         for i, (label, value, was, cue) in enumerate(found):
+            if cue and source in (1, 2):
+                self.cued.append(value)
             known = self._find(_key(label), label, True, value) is not None
             if cue and not known:
-                named = self._named(text, value, _key(label))
+                named = self._named(text, value, _key(label)) or self._renamed(text, label, value)
                 label, known = named or label, named is not None
             if (
                 source == 2
@@ -253,6 +273,26 @@ class Facts:
             if label is not None:
                 out.append((label, values[0], (), True))
         return out
+
+    def _renamed(self, text: str, label: str, value: str) -> str | None:
+        """The label an explicit change of plan renames ("scratch that, the query timeout
+        is 84 s" after "the database timeout is 82 s"): a label never stated before, in a
+        sentence that says it replaces what was said, of the one earlier value with the
+        same head noun and the same shape. A new thing is not introduced by "scratch that";
+        with two candidates it stays apart."""
+        key = _key(label)
+        if not key or _is_config(label) or not _REPLACES.search(text):
+            return None
+        shape = _shape_of(value)
+        alike = {
+            f.label
+            for f in self.facts
+            if f.key != key
+            and f.value != value
+            and _stem(_head(f.key)) == _stem(_head(key))
+            and _shape_of(f.value) == shape
+        }
+        return alike.pop() if len(alike) == 1 else None
 
     def _named(self, text: str, value: str, key: tuple[str, ...] = ()) -> str | None:
         """The label of a value of the same type that an update names by its key word ("we
@@ -316,20 +356,20 @@ class Facts:
             droppable = item.section in (CRITICAL, PENDING, NEXT) or (
                 item.section == REQUEST and not item.text.startswith("Original request")
             )  # a later request that said nothing but a value since replaced
-            if droppable and _only_stale(item.text, stale):
+            if droppable and only_stale(item.text, stale, statements):
                 items.remove(item)
                 continue
             if item.text.startswith("Original request") and not show_superseded:
                 # The task quoted verbatim: a sentence of it that states only a replaced
                 # value leaves the quote (the newer statement says the value); the rest stays.
-                text = _without_stale_sentences(item.text, stale)
+                text = without_stale_sentences(item.text, stale, statements)
                 if text is None:
                     items.remove(item)
                     continue
                 if text != item.text:
                     item.text, item.variants = text, ()
                     continue
-            _rewrite_item(item, stale, show_superseded)
+            rewrite_item(item, stale, show_superseded)
         return set(stale)
 
 
@@ -350,6 +390,22 @@ def _shape_of(value: str) -> str | None:
         lead = re.match(r"(?:\w+://)?/?([A-Za-z]+)", value)
         return kind + " " + (lead.group(1).lower() if lead else "")
     return kind
+
+
+def replaced_anchors(facts: Facts, anchors: Iterable[str]) -> set[str]:
+    """The carried value anchors (a previous summary's keyword line, labels lost) an update
+    replaced: for each value the span stated with an update cue, the one carried anchor of
+    its shape ("702 MB" when "switch the upload cap to 858 MB"); with two of one shape,
+    neither (which one it was is unclear)."""
+    current = facts.current()
+    pool = [a for a in dict.fromkeys(anchors) if a not in current]
+    out: set[str] = set()
+    for value in facts.cued:
+        shape = _shape_of(value)
+        same = [a for a in pool if a != value and shape is not None and _shape_of(a) == shape]
+        if len(same) == 1:
+            out.add(same[0])
+    return out
 
 
 def render_fact(fact: Fact, show_superseded: bool = True) -> str:
@@ -575,74 +631,3 @@ def _label_before(prefix: str) -> tuple[str, bool] | None:
     if SECRET_KEY.search(label):
         return None
     return label, bool(_NEGATED.search(match.group("link")))
-
-
-# --------------------------------------------------------------------------- rewriting
-
-
-def _only_stale(text: str, stale: dict[str, Fact]) -> bool:
-    """Whether a bullet states only replaced values and sets no rule besides."""
-    found = statements(text)
-    if not found or any(value not in stale for _, value, _, _ in found):
-        return False
-    body = re.sub(r"^[^:]{0,60}\(seq[^)]*\):\s*", "", text)
-    return not any(score(s).rule >= 6.0 and not _mentions_only(s, stale) for s in sentences(body))
-
-
-def _without_stale_sentences(text: str, stale: dict[str, Fact]) -> str | None:
-    """A quoted request without its sentences that state only replaced values (an excerpt
-    now); None when nothing of it is left."""
-    out = text
-    for sentence in sentences(text, min_chars=8):
-        if any(old in sentence for old in stale) and _only_stale(sentence, stale):
-            out = re.sub(r"(?<=\S)  +", " ", out.replace(sentence, ""))
-    if out == text:
-        return text
-    body = out.split(":\n", 1)[-1]
-    if not re.search(r"[A-Za-z]{3}", re.sub(r"^\s*>\s?", "", body, flags=re.M)):
-        return None
-    return out.replace("), verbatim:", "), excerpt:", 1)
-
-
-def _mentions_only(sentence: str, stale: dict[str, Fact]) -> bool:
-    """A sentence whose rule words are about the stale value itself ("a cap of at most $390")."""
-    return any(old in sentence for old in stale) and not re.search(
-        r"\b(?:never|always|do not|don't|must not|mustn't)\b", sentence, re.I
-    )
-
-
-def _rewrite_item(item: Item, stale: dict[str, Fact], show: bool) -> None:
-    item.text = rewrite(item.text, stale, show)
-    item.variants = tuple(rewrite(v, stale, show) for v in item.variants)
-
-
-def rewrite(text: str, stale: dict[str, Fact], show_superseded: bool = True) -> str:
-    """``text`` with each stale value quoted as current replaced by the new value
-    (``new (was old)`` with ``show_superseded``).
-
-    Inline code (a command, an error line) and a bullet's ``(seq N)`` / ``×N`` marks are
-    quoted as they were.
-    """
-    parts = re.split(r"(``\s.+?\s``|`[^`\n]+`|\(seqs? [^)]*\)|×\d+)", text)
-    for i in range(0, len(parts), 2):  # the even parts are the prose
-        parts[i] = _rewrite_prose(parts[i], stale, show_superseded)
-    return "".join(parts)
-
-
-def _rewrite_prose(text: str, stale: dict[str, Fact], show: bool) -> str:
-    for old in sorted(stale, key=len, reverse=True):
-        if old not in text:
-            continue
-        fact = stale[old]
-        pattern = re.compile(rf"(?<![\w.$€£¥]){re.escape(old)}(?![\w]|\.\d)(?! \(was)")
-        pieces = re.split(r"(?<=[.!?])\s+|\n", text)
-        out = text
-        for sentence in pieces:
-            if not pattern.search(sentence) or fact.value in sentence:
-                continue
-            if not re.search(rf"(?<![a-z0-9]){re.escape(fact.key[-1])}", sentence, re.I):
-                continue  # the sentence is about something else
-            now = f"{fact.value} (was {old})" if show else fact.value
-            out = out.replace(sentence, pattern.sub(now.replace("\\", "\\\\"), sentence))
-        text = out
-    return text

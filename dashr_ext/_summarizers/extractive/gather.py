@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .anchors import add_anchors
-from .facts import SAID, Facts
-from .items import REQUEST, Items
+from .anchors import add_anchors, parse_keywords
+from .facts import SAID, Facts, replaced_anchors
+from .items import CRITICAL, KEYWORDS, REQUEST, Items
 from .reading import Span
 from .sections import carry, carry_state, fill, read_facts
 from .updates import purge, supersede
@@ -53,6 +53,14 @@ def gather(span: Span, old: list[list[list[str]]], limits: Limits) -> Items:
     facts.add_to(items, _VALUE_LIMITS, limits.show_superseded)
     said = {old for old, fact in facts.stale().items() if fact.source in (0, 1, 2)}
     stale = facts.resolve(items, limits.show_superseded)
+    carried = [
+        a
+        for parsed in old
+        for bullet in parsed[CRITICAL]
+        if bullet.startswith(KEYWORDS)
+        for a in parse_keywords(bullet).get("values", [])
+    ]
+    stale |= replaced_anchors(facts, carried)
     replaced = supersede(items, limits.show_superseded)
     stale |= replaced
     if not limits.show_superseded:  # what the user replaced is shown nowhere

@@ -69,6 +69,8 @@ class Item:
     """Shorter texts, longest first, that may stand in for ``text`` when the budget is short."""
     shown: str | None = None
     """The text the fitted summary shows (``text`` or one of ``variants``)."""
+    seq: int | None = None
+    """Where a statement whose text cites no seq was said (an assistant's ``Decision: …``)."""
 
 
 class Items:

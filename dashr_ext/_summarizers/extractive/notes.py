@@ -19,7 +19,15 @@ from .requests import statement_priority
 from .salience import label_of, overrides, score, substance
 from .text import clip, command_label, one_line, prose, sentences
 
-__all__ = ["FACT_PRIORITY", "add_said_facts", "fact_subject", "printed", "printed_facts"]
+__all__ = [
+    "FACT_PRIORITY",
+    "add_said_facts",
+    "carried_fact_priority",
+    "fact_subject",
+    "printed",
+    "printed_facts",
+    "said_priority",
+]
 
 FACT_PRIORITY = 72.0
 """A fact bullet's priority (more for a weightier statement)."""
@@ -133,7 +141,14 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
     """The sentences of an assistant text that state a fact: (sentence, weight, subject)."""
     out: list[tuple[str, float, str | None]] = []
     for sentence in sentences(prose(text))[:_SENTENCES_READ]:
-        marked = _labelled(sentence) or overrides(sentence) or bool(_TASK_HINT.search(sentence))
+        hint = _TASK_HINT.search(sentence)
+        if (
+            hint is not None
+            and not _labelled(sentence)
+            and not _CONTENT.search(sentence[: hint.start()] + sentence[hint.end() :])
+        ):
+            continue  # "That part is done.": where the task stands, but not what it did
+        marked = _labelled(sentence) or overrides(sentence) or hint is not None
         if len(sentence) > 400 or not (
             marked
             or _FACT_HINT.search(sentence)
@@ -159,6 +174,36 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
         weight = min(given, 10.0) + (3.0 if status else 0.0) + (2.0 if constraint else 0.0)
         out.append((sentence, weight, subject))
     return out
+
+
+_CONTENT = re.compile(
+    r"\b(?!(?:i|we|it|that|this|the|a|an|and|so|now|then|here|there|too|also|all|just|ok|okay|"
+    r"yes|is|are|was|has|have|been|finished|done|complete|completed|thanks|great|good)\b)"
+    r"[A-Za-z][\w/.-]+",
+    re.I,
+)
+"""A word that says something beyond where the task stands."""
+
+
+def said_priority(sentence: str, weight: float) -> float:
+    """The priority of a fact the assistant said: a labelled statement or a constraint ranks
+    as the user's statement would (a constraint found in the code binds like one stated)."""
+    priority = FACT_PRIORITY + 2.0 + 0.4 * weight
+    if _labelled(sentence) or _CONSTRAINT.search(sentence):
+        priority = max(priority, statement_priority(sentence) or 0.0)
+    return priority
+
+
+def carried_fact_priority(bullet: str) -> float:
+    """A fact bullet read back from a previous summary ranks as when it was first kept."""
+    match = _FACT_BULLET.match(bullet)
+    if match is None:
+        return FACT_PRIORITY
+    body = match.group(2)
+    if match.group(1) != "Assistant":
+        return statement_priority(body) or FACT_PRIORITY
+    said = _said(body)
+    return said_priority(said[0][0], said[0][1]) if said else FACT_PRIORITY
 
 
 def _labelled(sentence: str) -> bool:
@@ -218,10 +263,7 @@ def add_said_facts(items: Items, span: Span) -> None:
             key = "\0said\0" + (subject or sentence)
             bullet = f"Assistant (seq {seq}): {one_line(sentence, 240)}"
             found.pop(key, None)
-            priority = FACT_PRIORITY + 2.0 + 0.4 * weight
-            if _labelled(sentence):  # "PREFERENCE: …": ranked as the user's statement would be
-                priority = max(priority, statement_priority(sentence) or 0.0)
-            found[key] = (priority, seq, bullet)
+            found[key] = (said_priority(sentence, weight), seq, bullet)
     for seq, command, text in span.tool_outputs:
         _, lines = printed(span, seq, text) if command else ((), [])
         label = command_label(command, 60) if command else "a tool"

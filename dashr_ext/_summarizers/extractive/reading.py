@@ -161,8 +161,6 @@ def _checkpoint_summary(text: str) -> str:
 _NAMES_BLOCK = re.compile(r"^## Names[ \t]*\n(?:(?!#{1,6} ).*(?:\n|$))*", re.M)
 
 
-
-
 def read_span(request: SummaryRequest) -> Span:
     """The facts of ``request.span`` (surface events only)."""
     span = Span()

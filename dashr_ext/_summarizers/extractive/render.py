@@ -109,6 +109,9 @@ class Layout:
     """Whether sections get headings (a compact checklist has none)."""
     line: Callable[[Item, str], str] | None = None
     """How an item's text is written as a bullet (None: as it is)."""
+    index: bool = False
+    """Whether the labelled values and keyword anchors are an index kept whole (a state's
+    Key Values), even where a bullet shows them too."""
 
 
 def render(sections: Sequence[str], items: Iterable[Item]) -> str:
@@ -228,9 +231,9 @@ _STATEMENTS = frozenset({REQUEST, PENDING, NEXT, CURRENT, CRITICAL})
 
 def _unrepeated(kept: list[Item], layout: Layout) -> list[Item]:
     """``kept`` without the labelled values and keyword anchors a kept bullet already shows:
-    in a checklist a fact is said once (a value with its earlier ones, ``show_superseded``,
-    stays; headed sections keep the ``Values —`` line whole, as an index)."""
-    if layout.headed:
+    a fact is said once, in the words it was said in (a value with its earlier ones,
+    ``show_superseded``, stays). A later pass reads the value back from that bullet."""
+    if layout.index:
         return kept
     bullets = " ".join(
         shown(i).casefold() for i in kept if i.anchor_kind is None and i.label is None

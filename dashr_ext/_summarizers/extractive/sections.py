@@ -26,7 +26,14 @@ from .items import (
     VALUES,
     Items,
 )
-from .notes import FACT_PRIORITY, add_said_facts, fact_subject, labelled, printed
+from .notes import (
+    FACT_PRIORITY,
+    add_said_facts,
+    carried_fact_priority,
+    fact_subject,
+    labelled,
+    printed,
+)
 from .reading import OP_WEIGHTS, Command, FileNote, Span
 from .requests import (
     LOW_SALIENCE,
@@ -137,7 +144,7 @@ def _carried_priority(section: int, bullet: str) -> float:
             found = statement_priority(body)
             return (found if found is not None else 83.0) + 0.001
         if fact_subject(bullet) is not None:
-            return FACT_PRIORITY
+            return carried_fact_priority(bullet)
         if bullet.startswith("Decision: "):
             return 50.0 + min(score(bullet).score, 14.0)
         if not bullet.startswith(("Command run ×", "Context (seq")):
@@ -397,7 +404,9 @@ def _critical(items: Items, span: Span) -> None:
                 decisions[one_line(sentence, 240)] = (salience.score, seq)
     top = sorted(decisions.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))[:8]
     for sentence, (value, seq) in sorted(top, key=lambda kv: kv[1][1]):
-        items.add(CRITICAL, "Decision: " + sentence, 50.0 + min(value, 18.0) + seq * 1e-6)
+        item = items.add(CRITICAL, "Decision: " + sentence, 50.0 + min(value, 18.0) + seq * 1e-6)
+        if item is not None:
+            item.seq = seq
     runs: dict[str, list[Command]] = {}
     for cmd in span.commands:
         if cmd.text:

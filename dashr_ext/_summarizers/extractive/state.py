@@ -79,7 +79,7 @@ def state_text(
     previous += span.previous
     old = [_roles_of(text, summary_headings, state_headings) for text in previous]
     items = gather(span, old, limits)
-    layout = Layout(state_headings, state_section, render_state)
+    layout = Layout(state_headings, state_section, render_state, index=True)
     return fit(items, layout, request.count_tokens, request.max_summary_tokens)
 
 

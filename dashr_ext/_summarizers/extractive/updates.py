@@ -50,7 +50,9 @@ _KIND_REF = re.compile(
     r"\b(?:that|this|th[ei]s? (?:earlier|previous|old|last|first|original)|my (?:earlier|"
     r"previous|last|first|original)|earlier|previous)\s+(rule|constraint|task|goal|plan|"
     r"preference|decision)s?\b|\b(rule|constraint|task|goal|preference|decision)s? on that\b"
-    r"|\bwhat i (?P<said>said|asked|wanted) (?:before|earlier|previously)\b",
+    r"|\bwhat i (?P<said>said|asked|wanted) (?:before|earlier|previously)\b"
+    r"|\bthe (?P<kind>rule|constraint|task|goal|plan|preference|decision)s? (?:about|on|for|"
+    r"regarding) (?P<subject>[^:;,.]{2,60})",
     re.I,
 )
 """An update that names the kind of statement it replaces ("change of plan on that rule",
@@ -73,7 +75,9 @@ _STOP = words(
     "my their we you they i me us them there here what which who when where how scratch "
     "rather prefer always never note fact rule important user goal state new old current "
     "later earlier first next last one two three four five six seven eight nine ten hundred "
-    "thousand set stay stays remain remains become becomes start starts today tomorrow"
+    "thousand set stay stays remain remains become becomes start starts today tomorrow "
+    "yesterday tonight morning afternoon evening week weeks weekend month months quarter year "
+    "years day days hour hours minute minutes time ago soon"
 )
 _TASK_LABELS = frozenset(
     {"NEXT STEP", "NEXT STEPS", "CURRENT TASK", "TASK", "STATUS", "PROGRESS", "DONE SO FAR",
@@ -192,13 +196,39 @@ def _said(items: Items) -> list[_Said]:
                 said.append(_Said(int(match.group(2)), item, match.group(3), match.group(1)))
             continue
         other = _OTHER.match(item.text)
-        if other:
+        if item.seq is not None and item.text.startswith(_DECISION):
+            said.append(_Said(item.seq, item, item.text[len(_DECISION) :], "Assistant"))
+        elif other:
             body = re.sub(r"^\s*>[ ]?", "", other.group(3), flags=re.M).strip()
             if len(sentences(body, min_chars=8)) == 1:
                 said.append(_Said(int(other.group(2)), item, body, other.group(1)))
         elif item.carried and item.section == CRITICAL and "(seq " not in item.text[:60]:
             said.append(_Said(-1, item, item.text, _kind_of(item.text)))
     return said
+
+
+_DECISION = "Decision: "
+_INSTEAD_OF = re.compile(r"\binstead of (?P<what>[^,;:.]{3,60})", re.I)
+"""An update that names what it replaces ("instead of pytest over unittest, …")."""
+_TASK_SWITCH = re.compile(
+    r"^(?:\w+[,.:!]?\s+){0,2}?(?:let's instead|instead,? let's|let's now|let's switch to|"
+    r"let's move on to)\s+(?!use\b|go\b|keep\b|stick\b|stay\b|try\b)[a-z]+\b",
+    re.I,
+)
+"""A switch of task ("let's instead split the thumbnail worker"), not of a choice ("let's
+instead go with Redis", "let's instead use …": decisions, settled by their subject)."""
+
+
+def _named_by_instead(new: _Said, earlier: list[_Said]) -> _Said | None:
+    """The latest earlier statement holding every subject word of what ``new`` says it is
+    "instead of"."""
+    found = _INSTEAD_OF.search(new.body)
+    if found is None:
+        return None
+    what = set(_stems(found.group("what")))
+    if not what:
+        return None
+    return next((s for s in reversed(earlier) if what <= set(_stems(s.body))), None)
 
 
 _NEXT_REF = re.compile(r"\b(?:next step|next,? we|then,? we)\b", re.I)
@@ -219,14 +249,21 @@ def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
         # "Scratch that, next we backfill the table", "switch the next step: …": the one
         # next step said before (an item labelled NEXT, or "the next step is …").
         steps = [s for s in earlier if _says_next(s.body)]
-        return steps[-1] if steps else None
+        if steps:
+            return steps[-1]
     kinds: tuple[str, ...]
-    if ref is not None and ref.group("said"):  # "no longer what I said before": its kind
+    switch = False
+    if _NEXT_REF.search(new.body) and label not in _NEXT_LABELS:
+        # No next step said before: "scratch that, next we …" is the task now.
+        kinds, switch = _KINDS_OF_REF["task"], True
+    elif ref is not None and ref.group("said"):  # "no longer what I said before": its kind
         kinds = (new.kind, _kind_of(new.body))
     elif ref is not None:
-        kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2)).lower()]
+        kinds = _KINDS_OF_REF[(ref.group(1) or ref.group(2) or ref.group("kind")).lower()]
     elif re.search(r"\b(?:GOAL|OBJECTIVE|TASK)\b", label) and new.item.section == CRITICAL:
         kinds = _KINDS_OF_REF["task"]  # "GOAL STATE: …" says what the task is now
+    elif _TASK_SWITCH.match(new.body) and not _holds_value(new.body):
+        kinds, switch = _KINDS_OF_REF["task"], True  # "let's instead split …": the task now
     else:
         return None
     labelled_task = "Original request" in kinds  # "CURRENT TASK: …" is the task too
@@ -238,12 +275,27 @@ def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
             or (labelled_task and re.search(r"\b(?:TASK|GOAL)\b", label_of(s.body) or ""))
         )
         and (s.item.section != REQUEST or s.kind == "Original request" or reads_as_request(s.body))
+        and not (labelled_task and _not_a_task(s.body))
     ]  # a later message is a task when it asks for something
+    if ref is not None and ref.group("subject"):
+        # "the rule about a branch": the one of that kind about it, whoever said it (a rule
+        # a file printed is one too); none about it: no target.
+        subject = set(_stems(ref.group("subject")))
+        about = [s for s in pool if subject & set(_stems(s.body))]
+        if not about and ref.group("kind").lower() in ("rule", "constraint"):
+            about = [s for s in earlier if subject & set(_stems(s.body)) and score(s.body).is_rule]
+        return about[-1] if about else None
     if not pool:
         return None
-    if len(pool) == 1 or pool[-1] is earlier[-1]:
+    if len(pool) == 1 or pool[-1] is earlier[-1] or switch:
         return pool[-1]
     return None  # "that rule" among several, not the one just said: which one is unclear
+
+
+def _not_a_task(body: str) -> bool:
+    """A request that sets a rule or states a value ("do not edit vendor/", "use $9,525 as
+    the budget"): not the task a task switch replaces."""
+    return score(body).is_rule or _holds_value(body)
 
 
 def supersede(items: Items, show: bool) -> set[str]:
@@ -261,7 +313,7 @@ def supersede(items: Items, show: bool) -> set[str]:
             continue  # settled by the pass that kept it
         salience = score(new.body)
         earlier = [s for s in said[:j] if id(s.item) not in dropped and s.seq != new.seq]
-        target = next(
+        target = _named_by_instead(new, earlier) or next(
             (
                 s
                 for s in reversed(earlier)
@@ -275,12 +327,13 @@ def supersede(items: Items, show: bool) -> set[str]:
             target = _by_kind(new, earlier)
         if (
             target is None
+            and new.kind.startswith("User")
             and _PLAN_CHANGE.search(new.body)
             and not _KIND_REF.search(new.body)
             and not _holds_value(new.body)
         ):
-            # "Scratch that, let's go with Redis": the latest decision of a plan (a value's
-            # update is the facts' to settle; a named kind was looked for above).
+            # "Scratch that, let's go with Redis": the user's latest decision of a plan (a
+            # value's update is the facts' to settle; a named kind was looked for above).
             target = next(
                 (
                     s
