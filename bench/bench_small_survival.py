@@ -6,14 +6,14 @@ The sessions are ``tests/small_sessions.py``'s generated agent sessions (small: 
 tokens, medium: 2k-8k characters; seeds 0 onwards), the protocol ``tests/small_protocol.py``:
 budgets of 10%, 20% and 30% of the original request text in characters, passes of
 ``Dashr.compact()`` with the last exchange retained and ``max_summary_tokens`` what the
-budget leaves (clamped up to 128), one pass, five in the same session (more conversation
+budget leaves (clamped up to 48, the least `max_summary_tokens`), one pass, five in the same session (more conversation
 recorded between passes) and five fed back (the request after a pass is a fresh session's
 only input). Per cell, over the runs whose every pass was feasible: current values present
 (share), superseded values shown, duplicates, labelled and rule values present, compliant
 runs, request chars after the last pass / original, items lost from pass k >= 2 to k + 1
 (and from 1 to 2), framing chars (request text that is neither system prompt, recorded
 message nor summary body; mean per run); the infeasible runs (some pass below system +
-tail + 40 tokens) are counted separately with their compliance and cases. Deterministic:
+tail + 48 tokens, the least checkpoint) are counted separately with their compliance and cases. Deterministic:
 one run. ``--record LABEL`` writes the section "Small-scale survival: LABEL" of
 ``bench/RESULTS.md``.
 """
@@ -121,14 +121,14 @@ def main() -> int:
         f"and {counts['medium']} medium (seeds 0-{counts['medium'] - 1}, 2k-8k characters) "
         "from `tests/small_sessions.py`; protocol `tests/small_protocol.py` (budget = share "
         "of the original request text in characters; last exchange retained; "
-        "`max_summary_tokens` = what the budget leaves, at least 128; extractive "
+        "`max_summary_tokens` = what the budget leaves, at least 48; extractive "
         "summarizer). Scores are over the feasible runs, at the last pass: values present, "
         "of all current ones; superseded values shown and duplicates summed over every "
         "pass; compliant runs (every pass compliant); lost: items present after pass k >= 2 "
         "and missing after k + 1 (in brackets 1 → 2); framing chars: mean per run after "
-        "the last pass. Infeasible runs (a pass whose budget is below system + tail + 40 "
+        "the last pass. Infeasible runs (a pass whose budget is below system + tail + 48 "
         "tokens): count, compliant ones and the cases of their passes. Clamped: runs where "
-        f"`max_summary_tokens` was raised to 128. Deterministic: one run ({seconds:.0f} s).",
+        f"`max_summary_tokens` was raised to 48. Deterministic: one run ({seconds:.0f} s).",
         "",
         *lines,
     ]
