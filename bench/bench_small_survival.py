@@ -3,19 +3,20 @@
     python bench/bench_small_survival.py [--small N] [--medium N] [--record LABEL]
 
 The sessions are ``tests/small_sessions.py``'s generated agent sessions (small: 100-600
-tokens, medium: 2k-8k characters; seeds 0 onwards), the protocol ``tests/small_protocol.py``:
-budgets of 10%, 20% and 30% of the original request text in characters, passes of
-``Dashr.compact()`` with the last exchange retained and ``max_summary_tokens`` what the
-budget leaves (clamped up to 48, the least `max_summary_tokens`), one pass, five in the same session (more conversation
-recorded between passes) and five fed back (the request after a pass is a fresh session's
-only input). Per cell, over the runs whose every pass was feasible: current values present
+tokens, medium: 2k-8k characters; seeds 0 onwards), the protocol
+``tests/small_protocol.py``: budgets of 10%, 20% and 30% of the original request text in
+characters, passes of ``Dashr.compact()`` with the last exchange retained and
+``max_summary_tokens`` what the budget leaves (clamped up to 48, the least
+``max_summary_tokens``), one pass, five in the same session (more conversation recorded
+between passes) and five fed back (the request after a pass is a fresh session's only
+input). Per cell, over the runs whose every pass was feasible: current values present
 (share), superseded values shown, duplicates, labelled and rule values present, compliant
 runs, request chars after the last pass / original, items lost from pass k >= 2 to k + 1
 (and from 1 to 2), framing chars (request text that is neither system prompt, recorded
-message nor summary body; mean per run); the infeasible runs (some pass below system +
-tail + 48 tokens, the least checkpoint) are counted separately with their compliance and cases. Deterministic:
-one run. ``--record LABEL`` writes the section "Small-scale survival: LABEL" of
-``bench/RESULTS.md``.
+message nor summary body; mean per run); the infeasible runs (some pass below system + tail
++ 48 tokens, the least checkpoint) are counted separately with their compliance and cases.
+Deterministic: one run. ``--record LABEL`` writes the section "Small-scale survival: LABEL"
+of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
