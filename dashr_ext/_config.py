@@ -33,6 +33,7 @@ __all__ = [
     "SUMMARY_CEILING",
     "SUMMARY_FLOOR",
     "SUMMARY_SHARE",
+    "TURN_MIN_TOKENS",
     "CompactionConfig",
     "RecallConfig",
     "changed_fields",
@@ -58,6 +59,12 @@ MAX_COUNT = 2**53
 ``archive_max_bytes``, ...): the settings' float arithmetic (``threshold_ratio ×
 context_window_tokens``) needs values in the float range, and every JSON reader holds an
 integer up to 2**53 exactly."""
+TURN_MIN_TOKENS = 2_000
+"""The default ``turn_min_tokens``: a completed turn smaller than this is closed as a no-op.
+A rewrite keeps the user's request and the final answer verbatim, so what it can save is the
+working trace between them; below about two thousand tokens that trace is a tool call or two,
+the gain a few hundred tokens at most, while every landing still costs a job, a batch of new
+events and (with the ``llm`` compressor) a worker request."""
 CHUNK_STATE_MIN_MULTIPLE = 2
 """``chunk_tokens`` must be at least this multiple of ``state_max_tokens``: every stub call
 reads the state as background, so a smaller chunk would spend more input on the state than
@@ -140,6 +147,10 @@ _COMPACTION_CHECKS: Mapping[str, Check] = {
     "state_max_tokens": _ints(MIN_STATE_TOKENS, optional=True),
     "chunk_tokens": _ints(256, optional=True),
     "stub_region_ratio": _stub_region,
+    "turn_memory": _flag,
+    "turn_min_tokens": _ints(0),
+    "turn_worker_attempts": _ints(1, 10),
+    "turn_read_max_chars": _ints(400, 1_000_000),
 }
 _RECALL_CHECKS: Mapping[str, Check] = {
     "read_max_chars": _ints(400, 1_000_000),
@@ -182,6 +193,11 @@ class CompactionConfig:
     (:attr:`oversize_tokens`) is pruned wherever it is, the newest included; older
     candidates only when that alone brings the request under the trigger (otherwise the
     summary condenses them from the originals).
+
+    Turn memory (SPEC §6.4, ``turn_memory=True``) rewrites each completed turn of at least
+    ``turn_min_tokens`` in place, N nodes to M ≤ N, off the caller's thread; a smaller turn
+    is closed as a no-op. ``turn_worker_attempts`` bounds the consecutive workers of the
+    ``llm`` compressor that make no accepted edit, ``turn_read_max_chars`` one editor read.
     """
 
     engine: str = "summary"
@@ -204,6 +220,10 @@ class CompactionConfig:
     prune_keep_chars: int = 2000
     oversize_ratio: float = 0.25
     show_superseded: bool = False
+    turn_memory: bool = False
+    turn_min_tokens: int = TURN_MIN_TOKENS
+    turn_worker_attempts: int = 3
+    turn_read_max_chars: int = 20_000
 
     def __post_init__(self) -> None:
         for name, check in _COMPACTION_CHECKS.items():

@@ -49,6 +49,9 @@ from ._recall.render import counted
 from ._redaction import scrub_keys
 from ._session import Session
 from ._summarizers.factory import make_summarizer
+from ._turnmemory import jobs as turn_jobs
+from ._turnmemory.landing import rebuild_turn_archive
+from ._turnmemory.records import TurnRecord, turn_records
 from .errors import ConfigError, PinError
 
 if TYPE_CHECKING:
@@ -125,6 +128,18 @@ class Dashr:
         self._tools_token_cache: dict[str, int] = {}
         self._request_at_seq: int | None = None
         self._pin_fold = PinFold()
+        self.turn_compressor: turn_jobs.Compressor | None = None
+        """Turn memory's compressor (nodes → the editor after its replaces, or None); None
+        means the ``extractive`` one."""
+        self._turn_jobs = turn_jobs.TurnJobs(
+            session,
+            config=lambda: self._config,
+            meter=self.meter,
+            archive=lambda: self.archive,
+            slot=self._pass_slot,
+            compressor=lambda: self.turn_compressor,
+            clock=clock,
+        )
 
     def _make_engine(self) -> CompactionEngine:
         return make_engine(
@@ -152,6 +167,8 @@ class Dashr:
             with self.session.lock:
                 if not self._archive_built:
                     rebuild_archive(self.session, self._archive_cap, self._archive)
+                    s = self.session
+                    rebuild_turn_archive(s.events, s.id, self._archive_cap, self._archive)
                     self._archive_built = True
         return self._archive
 
@@ -253,12 +270,15 @@ class Dashr:
         session = Session.open(path, read_only=read_only, durability=durability, clock=clock)
         try:
             if not read_only:
+                turn_jobs.repair_turn_passes(session)
                 close_orphan_passes(session)
                 session.close_dangling_calls("reopened")
         except BaseException:
             session.close()
             raise
-        return cls._around(session, config, recall, summarizer, meter, clock)
+        d = cls._around(session, config, recall, summarizer, meter, clock)
+        d._turn_jobs.recover()  # turn memory's pending jobs, oldest first (SPEC §6.4)
+        return d
 
     @classmethod
     def _around(
@@ -285,7 +305,12 @@ class Dashr:
             raise
 
     def close(self) -> None:
-        """Release the writer lock and the summarizer's connections."""
+        """Release the writer lock and the summarizer's connections.
+
+        A turn-memory job in flight gets a bounded wait; the jobs after it stay pending (the
+        next writable open runs them).
+        """
+        self._turn_jobs.close()
         self.session.close()
         close = getattr(self.summarizer, "close", None)
         if callable(close):
@@ -334,6 +359,7 @@ class Dashr:
             )
             if problem is not None:  # every later pass would decline
                 raise PinError(f"these settings leave the pins no room: {problem}")
+            self._turn_jobs.notice()  # turns ended so far count under the old settings
             self._record_settings(value, self._recall_config)
             self._config = value
             self.engine = self._make_engine()
@@ -378,7 +404,16 @@ class Dashr:
         self, message: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> list[Event]:
         """Append OpenAI chat message(s); returns the new events (markers included)."""
-        return self.session.record_openai(message)
+        events = self.session.record_openai(message)
+        self._turn_jobs.notice()
+        return events
+
+    def end_turn(self, reason: str = "completed") -> Event:
+        """Mark the end of the open turn (``session.end_turn``); with turn memory on, its job
+        is recorded and queued at once."""
+        event = self.session.end_turn(reason)
+        self._turn_jobs.notice()
+        return event
 
     def report_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> Event:
         """Record the provider's usage of the last request; the meter anchors on it."""
@@ -471,6 +506,7 @@ class Dashr:
         CPython the list is not tracked by the cyclic GC (a young collection need not walk
         it): it is freed when its last reference goes, so do not put it inside itself.
         """
+        self._turn_jobs.before_pass(self._over_trigger)  # a pass waits for a turn landing
         self.engine.before_request(self._extra())  # takes the lock itself, never to summarize
         with self.session.lock:
             surface = self.session.surface
@@ -485,6 +521,7 @@ class Dashr:
         end_seq: int | None = None,
     ) -> CompactionResult | None:
         """Compact now. None when nothing is compactable; a failed pass raises CompactionError."""
+        self._turn_jobs.before_pass()
         return self.engine.compact(
             trigger, start_seq=start_seq, end_seq=end_seq, extra=self._extra()
         )
@@ -495,7 +532,26 @@ class Dashr:
         Oversize outputs are pruned first; when that alone makes the request fit, no
         summary pass runs.
         """
+        self._turn_jobs.before_pass()
         return self.engine.handle_overflow(self._extra())
+
+    def _over_trigger(self) -> bool:
+        return self._config.auto and self._config.should_compact(self.measure().total)
+
+    # ------------------------------------------------------------------ turn memory
+
+    def turns(self) -> tuple[TurnRecord, ...]:
+        """Every completed turn turn memory covered, oldest first: its status (``pending``,
+        ``landed``, ``no-op``, ``failed``), the reason, nodes and tokens before and after, and
+        the landing's archive key ``t<seq>`` (SPEC §6.4)."""
+        with self.session.lock:
+            self._turn_jobs.notice()
+            return turn_records(self.session.events)
+
+    def wait_for_turns(self, timeout: float | None = None) -> bool:
+        """Wait until no turn-memory job is queued or running: True, or False when ``timeout``
+        seconds passed first."""
+        return self._turn_jobs.wait(timeout)
 
     def prune(
         self, *, start_seq: int | None = None, end_seq: int | None = None

@@ -35,7 +35,7 @@ from ._blocks import (
 )
 from ._blocks import need as _need
 from ._jsontext import MAX_JSON_DEPTH, json_depth, json_text_too_deep
-from ._payloads import PIN_TYPES, pin_id_problem
+from ._payloads import PIN_TYPES, TURN_MEMORY_DATA_TYPES, TURN_MEMORY_REQUIRED, pin_id_problem
 from .errors import EventError
 
 __all__ = [
@@ -88,6 +88,7 @@ LOG_ONLY_TYPES = frozenset(
         "pin/add",
         "pin/remove",
     }
+    | TURN_MEMORY_REQUIRED.keys()
 )
 
 _KNOWN_TYPES = {kind: kind for kind in SURFACE_TYPES | LOG_ONLY_TYPES}
@@ -124,6 +125,7 @@ _REQUIRED_DATA: Mapping[str, tuple[str, ...]] = {
     "config/change": ("compaction", "recall"),
     "pin/add": ("pin", "text"),
     "pin/remove": ("pin",),
+    **TURN_MEMORY_REQUIRED,
 }
 _REQUIRED_SETS = {kind: frozenset(keys) for kind, keys in _REQUIRED_DATA.items()}
 _N = type(None)
@@ -158,6 +160,7 @@ _DATA_TYPES: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "config/change": {"compaction": (dict,), "recall": (dict,)},
     "pin/add": {"pin": (str,), "text": (str,)},
     "pin/remove": {"pin": (str,)},
+    **TURN_MEMORY_DATA_TYPES,
 }
 _TYPE_NAMES = {str: "str", int: "int", list: "list", dict: "object", _N: "null"}
 

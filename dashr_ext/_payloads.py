@@ -19,12 +19,22 @@ __all__ = [
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "CONFIG_CHANGE",
+    "PASS_TRIGGERS",
     "PIN_ADD",
     "PIN_REMOVE",
     "PIN_TYPES",
     "POINTER_SOURCE",
     "RECALL_TOOL_NAMES",
     "TRIGGERS",
+    "TURN_ENGINE",
+    "TURN_FAILED",
+    "TURN_MEMORY_DATA_TYPES",
+    "TURN_MEMORY_REQUIRED",
+    "TURN_MEMORY_TYPES",
+    "TURN_NOOP",
+    "TURN_PENDING",
+    "TURN_SOURCE",
+    "TURN_TRIGGER",
     "ConfigChangePayload",
     "EndPayload",
     "PinAddPayload",
@@ -34,6 +44,8 @@ __all__ = [
     "SummarizerInfo",
     "SummaryPayload",
     "Trigger",
+    "TurnClosedPayload",
+    "TurnPendingPayload",
     "UsagePayload",
     "checkpoint_class",
     "config_change_payload",
@@ -67,6 +79,11 @@ pruned markers name it."""
 Trigger = Literal["pressure", "context-overflow", "manual"]
 TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")
 """What may start a compaction pass (SPEC §4.4)."""
+TURN_TRIGGER = "turn"
+"""The trigger of a turn-memory landing (SPEC §6.4): a pass over one completed turn."""
+PASS_TRIGGERS: tuple[str, ...] = (*TRIGGERS, "prune", TURN_TRIGGER)
+"""Every trigger a ``compaction/start`` may carry: :data:`TRIGGERS` (what ``compact()``
+accepts), the prune pass's and the turn-memory landing's."""
 
 
 class StartPayload(TypedDict):
@@ -188,6 +205,48 @@ class PinRemovePayload(TypedDict):
 
     pin: str
     """The id of an earlier ``pin/add``."""
+
+
+TURN_ENGINE = "turn-memory"
+"""``engine`` of a turn-memory landing's ``compaction/start``."""
+TURN_SOURCE = "turn-memory"
+"""``message.source["kind"]`` of a node a turn-memory landing put in place of others."""
+TURN_PENDING = "turn-memory/pending"
+"""Log-only: a completed turn's turn-memory job is recorded and waits to run."""
+TURN_NOOP = "turn-memory/noop"
+"""Log-only: a turn-memory job closed without changing the surface (nothing to gain)."""
+TURN_FAILED = "turn-memory/failed"
+"""Log-only: a turn-memory job closed on an error (the surface unchanged)."""
+TURN_MEMORY_TYPES = frozenset({TURN_PENDING, TURN_NOOP, TURN_FAILED})
+TURN_MEMORY_REQUIRED: dict[str, tuple[str, ...]] = {
+    TURN_PENDING: ("turn", "job"),
+    TURN_NOOP: ("turn", "job", "reason"),
+    TURN_FAILED: ("turn", "job", "reason"),
+}
+"""The required payload keys of :data:`TURN_MEMORY_TYPES` (the event vocabulary's)."""
+TURN_MEMORY_DATA_TYPES: dict[str, dict[str, tuple[type, ...]]] = {
+    kind: {"turn": (int,), "job": (str,), "reason": (str,)} for kind in TURN_MEMORY_TYPES
+}
+
+
+class TurnPendingPayload(TypedDict):
+    """``turn-memory/pending``: the job of completed turn ``turn`` waits to run."""
+
+    turn: int
+    job: str
+    """``j<seq of the turn's turn/end>``: one job per completed turn."""
+
+
+class TurnClosedPayload(TypedDict):
+    """``turn-memory/noop`` / ``turn-memory/failed``: the job closed without a landing."""
+
+    turn: int
+    job: str
+    reason: str
+    nodes: NotRequired[int]
+    """The turn's current nodes when the job looked (absent when it never read them)."""
+    tokens: NotRequired[int]
+    """Their tokens."""
 
 
 def _payload(event: Event, kind: str) -> object:

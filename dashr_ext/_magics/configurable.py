@@ -59,12 +59,13 @@ from .search_all import search_sessions
 from .settings import Ratio, Staging, own_summarizer_field, show_settings
 from .subcommands import COMMANDS, USAGE, documented, rest_of_line
 from .subcommands import run as run_subcommand
+from .turn_options import TurnMemoryOptions
 
 __all__ = ["Dashr"]
 
 
 @magics_class
-class Dashr(Magics):
+class Dashr(TurnMemoryOptions, Magics):
     """The ``Dashr`` configurable: every option of the extension, and its magics.
 
     One instance exists per shell while the extension is loaded. It owns the controller

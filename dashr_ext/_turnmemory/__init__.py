@@ -2,7 +2,9 @@
 
 :mod:`.nodes` reads one closed turn's current surface nodes from a session; :mod:`.editor`
 is the pure working-turn editor a compressor edits them with (opaque ids, semantic sources
-and landing slices, final validation). Neither writes anything.
+and landing slices, final validation); :mod:`.extractive` is the offline compressor and
+:mod:`.landing` the pure plan of the events a rewrite lands as. :mod:`.jobs` is the only
+part that writes: the durable queue and its worker thread.
 """
 
 from __future__ import annotations
