@@ -251,7 +251,7 @@ class DashrHost:
         return self.dashr.session.begin_turn()
 
     def end_turn(self, reason: str = "completed") -> object:
-        return self.dashr.session.end_turn(reason)
+        return self.dashr.end_turn(reason)  # the controller queues the turn-memory job
 
     def begin_step(self) -> object:
         return self.dashr.session.begin_step()

@@ -50,7 +50,7 @@ from ._redaction import scrub_keys
 from ._session import Session
 from ._summarizers.factory import make_summarizer
 from ._turnmemory import jobs as turn_jobs
-from ._turnmemory.landing import rebuild_turn_archive
+from ._turnmemory.landing import turn_archive_entries
 from ._turnmemory.records import TurnRecord, turn_records
 from .errors import ConfigError, PinError
 
@@ -166,9 +166,9 @@ class Dashr:
         if not self._archive_built:
             with self.session.lock:
                 if not self._archive_built:
-                    rebuild_archive(self.session, self._archive_cap, self._archive)
                     s = self.session
-                    rebuild_turn_archive(s.events, s.id, self._archive_cap, self._archive)
+                    turns = turn_archive_entries(s.events, s.id)
+                    rebuild_archive(s, self._archive_cap, self._archive, turns)
                     self._archive_built = True
         return self._archive
 

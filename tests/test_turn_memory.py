@@ -502,3 +502,49 @@ def test_the_worker_thread_ends_when_the_queue_is_empty(
     for thread in threading.enumerate():
         if thread.name.startswith("dashr-turn-memory"):
             thread.join(60)
+
+
+def test_a_capped_archive_rebuilt_from_the_log_evicts_what_the_live_one_did(
+    tmp_path: Path,
+) -> None:
+    """Turn landings and session passes interleave; the cap evicts oldest first in both."""
+    path = tmp_path / "s.jsonl"
+    config = ON.with_changes(archive_max_bytes=9_000, retain_tokens=200, auto=False)
+    with Dashr.create(path, config) as d:
+        for i in range(6):
+            d.record_openai(work_turn(i))
+            assert d.wait_for_turns(60)
+            if i in (2, 4):
+                d.compact()
+        live = list(d.archive.items())
+        kinds = {key[0] for key, _ in live}
+        assert {"t", "c"} <= kinds  # both writers wrote entries
+        evicted = [k for k, v in live if v.get("evicted")]
+        assert evicted and len(evicted) < len(live)
+    with Dashr.open(path, config, read_only=True) as again:
+        assert list(again.archive.items()) == live
+
+
+def test_a_turn_landing_does_not_lift_a_session_pass_deferral(tmp_path: Path) -> None:
+    """A guard refusal defers the next session pass; a turn landing's compaction/end is
+    no session pass, so the deferral stays (and the refused pass is not retried)."""
+    from helpers import ScriptedSummarizer, record_steps
+
+    from dashr_ext import CompactionWarning
+
+    config = ON.with_changes(context_window_tokens=10_000, retain_tokens=3_000)
+    summarizer = ScriptedSummarizer(text="word " * 20_000)  # never smaller than its span
+    with Dashr.create(tmp_path / "s.jsonl", config, summarizer=summarizer) as d:
+        record_steps(d, 24, chars=1600, user="go")
+        with pytest.warns(CompactionWarning, match="inflation guard"):
+            d.request_messages()
+        deferred = d.engine._deferred_until()
+        assert deferred is not None
+        d.end_turn()  # the harness marks turns from here on
+        d.session.begin_turn()
+        d.record_openai(work_turn(7))
+        d.end_turn()
+        assert d.wait_for_turns(60)
+        assert [t.status for t in d.turns()][1] == "landed"  # (turn 1 ends on a tool node)
+        assert d.engine._deferred_until() == deferred
+        assert len(summarizer.requests) == 1

@@ -257,7 +257,7 @@ def turn(host: Host, args: dict[str, Any]) -> dict[str, Any]:
     if action == "begin":
         event = s.begin_turn()
     elif action == "end":
-        event = s.end_turn(reason or "completed")
+        event = host.controller.end_turn(reason or "completed")  # queues turn memory
     elif action == "begin_step":
         event = s.begin_step()
     else:

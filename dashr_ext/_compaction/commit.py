@@ -10,7 +10,7 @@ open and rebuilds the archive from the log.
 from __future__ import annotations
 
 import warnings
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from .. import _archive as archive_mod
@@ -126,16 +126,27 @@ def restore_archive(archive: MutableMapping[str, Any], undo: ArchiveUndo) -> Non
 
 
 def rebuild_archive(
-    session: Session, max_bytes: int | None, archive: MutableMapping[str, Any]
+    session: Session,
+    max_bytes: int | None,
+    archive: MutableMapping[str, Any],
+    extra: Mapping[int, tuple[str, dict[str, Any]]] | None = None,
 ) -> None:
     """Rebuild the archive of every committed pass from the log (identical to the live one).
 
     Checkpoint entries come from ``compaction/summary`` events, pruned originals' entries
-    (``p<seq>``) from the pruned nodes, in log order as they were written.
+    (``p<seq>``) from the pruned nodes, in log order as they were written. ``extra`` maps a
+    seq to an entry written at that point of the log by another writer (turn memory's
+    ``t<seq>``), so the cap evicts in the order the live archive did.
     """
     committed = {checkpoint_of(e, session.events) for e in session.events} - {None}
     starts: dict[str, StartPayload] = {}
+    extra = extra or {}
     for event in session.events:
+        if event.seq in extra:
+            key, entry = extra[event.seq]
+            archive[key] = entry
+            for cid in archive_mod.apply_cap(archive, max_bytes):
+                archive[cid] = archive_mod.evicted_stub(archive[cid])
         if event.type == "compaction/start":
             starts[start_payload(event)["compactionId"]] = start_payload(event)
             continue

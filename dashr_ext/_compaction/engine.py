@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .._checkpoints import CheckpointIndex
 from .._config import MIN_SUMMARY_TOKENS
 from .._events import now_ms
-from .._payloads import TRIGGERS
+from .._payloads import TRIGGERS, TURN_TRIGGER
 from .._session import Session
 from .._summarizers.base import Summarizer
 from ..errors import (
@@ -146,6 +146,7 @@ class CompactionEngine:
         self._ends_seen = 0
         self._deferred: int | None = None
         self._pruned_any = False
+        self._turn_passes: set[str] = set()  # compaction ids of turn landings (SPEC §6.4)
         self._extra = ExtraEnvelope()
         """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
         self._pruner = Pruner(self)
@@ -209,9 +210,15 @@ class CompactionEngine:
         events = self.session.events
         for seq in range(self._ends_seen, len(events)):
             event = events[seq]
-            if event.type == "compaction/end" and "pruned" in event.data:
+            if event.type == "compaction/start" and event.data.get("trigger") == TURN_TRIGGER:
+                self._turn_passes.add(str(event.data.get("compactionId")))
+            elif event.type != "compaction/end":
+                continue
+            elif event.data.get("compactionId") in self._turn_passes:
+                continue  # a turn landing is no session pass: it neither sets nor lifts one
+            elif "pruned" in event.data:
                 self._pruned_any = True  # a prune pass never lifts a deferral
-            elif event.type == "compaction/end":
+            else:
                 value = event.data.get("deferredStaleTokens")
                 self._deferred = value if isinstance(value, int) else None
         self._ends_seen = len(events)

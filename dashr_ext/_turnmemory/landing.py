@@ -17,7 +17,7 @@ shadows into the usual buckets (:func:`~dashr_ext._archive.build_entry`), and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -32,7 +32,7 @@ __all__ = [
     "Landing",
     "TurnPassPayload",
     "plan_landing",
-    "rebuild_turn_archive",
+    "turn_archive_entries",
     "turn_entry",
     "turn_passes",
 ]
@@ -264,14 +264,14 @@ def turn_entry(start: Event, event_of: Callable[[int], Event], session_id: str) 
     )
 
 
-def rebuild_turn_archive(
-    events: Sequence[Event],
-    session_id: str,
-    max_bytes: int | None,
-    archive: MutableMapping[str, Any],
-) -> None:
-    """Add the entry of every turn-memory landing that committed (its ``compaction/end`` has
-    no ``error``, and its archive write did not fail) to ``archive``, in log order."""
+def turn_archive_entries(
+    events: Sequence[Event], session_id: str
+) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The archive entry of every turn-memory landing that committed (its ``compaction/end``
+    has no ``error``, and its archive write did not fail), keyed by the seq of the landing's
+    ``compaction/start``: the live archive got the entry just before that batch was written
+    (for :func:`~dashr_ext._compaction.commit.rebuild_archive`'s ``extra``)."""
+    entries: dict[int, tuple[str, dict[str, Any]]] = {}
     for start, end in turn_passes(events):
         if end is None or "error" in end.data:
             continue
@@ -279,6 +279,5 @@ def rebuild_turn_archive(
         if isinstance(recorded, Mapping) and "error" in recorded:
             continue
         entry = turn_entry(start, events.__getitem__, session_id)
-        archive[entry["meta"]["checkpoint"]] = entry
-        for cid in archive_mod.apply_cap(archive, max_bytes):
-            archive[cid] = archive_mod.evicted_stub(archive[cid])
+        entries[start.seq] = (entry["meta"]["checkpoint"], entry)
+    return entries
