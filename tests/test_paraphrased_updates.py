@@ -200,3 +200,68 @@ def test_a_checkpoint_holds_to_its_spans_characters_per_token() -> None:
         text = str(node["content"])
         assert d.meter.count_text(text) <= 300
         assert len(text) * 0.32 <= 300 + 8  # in characters too, at the capped density
+
+
+def test_switch_or_change_the_subject_to_a_value_replaces_the_earlier_value() -> None:
+    text = run(
+        chat(
+            ("assistant", "Change of plan: use v5.35.9 for the release."),
+            ("user", "Ok."),
+            ("assistant", "Switch the release to v9.34.2."),
+            ("user", "Fine."),
+        )
+    )
+    assert "v9.34.2" in text and "v5.35.9" not in text
+
+
+def test_switch_the_next_step_replaces_the_next_step_said_before() -> None:
+    for said_by in ("assistant", "user"):
+        text = run(
+            chat(
+                (said_by, "NEXT STEP: Draft the migration notes."),
+                ("assistant" if said_by == "user" else "user", "Ok."),
+                ("user", "Ok. Switch the next step: backfill the ledger table."),
+                ("assistant", "Will do."),
+            )
+        )
+        assert "backfill the ledger table" in text
+        assert "migration notes" not in text, said_by
+
+
+def test_a_later_next_label_replaces_the_earlier_one() -> None:
+    text = run(
+        chat(
+            ("user", "Ok. NEXT: Wire up the rollout flag."),
+            ("assistant", "Noted. Moving on to the next part."),
+            ("user", "NEXT: Profile the slow export query."),
+            ("assistant", "Noted."),
+        )
+    )
+    assert "Profile the slow export query" in text and "rollout flag" not in text
+
+
+def test_a_message_that_only_states_a_value_is_replaced_by_its_update() -> None:
+    text = run(
+        chat(
+            ("user", "Fix the flaky upload test."),
+            ("assistant", "On it."),
+            ("user", "Thanks. Heads up, the project budget: $5,700."),
+            ("assistant", "Noted."),
+            ("user", "Quick update: keep the project's budget under $6,175."),
+            ("assistant", "Noted."),
+        )
+    )
+    assert "$6,175" in text and "$5,700" not in text
+    assert "flaky upload test" in text  # the task itself stays
+
+
+def test_a_done_step_that_moved_something_replaces_no_other_done_step() -> None:
+    text = run(
+        chat(
+            ("assistant", "DONE: Deleted the legacy endpoints."),
+            ("user", "Good."),
+            ("assistant", "DONE: Moved the cron jobs to the scheduler."),
+            ("user", "Good."),
+        )
+    )
+    assert "Deleted the legacy endpoints" in text and "cron jobs to the scheduler" in text

@@ -48,6 +48,19 @@ _TASK_HINT = re.compile(
 _SUBJECT = re.compile(r"^\s*([A-Za-z][\w -]{0,30}?)\s*:")
 _STATEMENT_LABEL = re.compile(r"^\s*(?:[-*]\s+)?[A-Z][A-Z ]*[A-Z]:\s+\S+(?:\s+\S+){3,}")
 """An upper-case label opening a sentence of four words or more (``NOTE: the cap is $450``)."""
+_LIST_LABELS = frozenset(
+    {"DONE", "TODO", "TO DO", "NOTE", "FACT", "INFO", "FYI", "IMPORTANT", "REMEMBER", "RULE",
+     "POLICY", "CONSTRAINT", "PREFERENCE", "USER PREFERENCE", "DECISION", "WARNING", "FINDING",
+     "ISSUE", "BUG", "RISK", "QUESTION", "OPEN QUESTION", "PS", "NB"}
+)  # fmt: skip
+"""Labels that head one item of a list (``DONE: …``, ``RULE: …``): every such sentence is an
+item of its own, never an update of the one before (``STATUS: …`` or ``branch: …`` is)."""
+
+
+def _lists(label: str) -> bool:
+    return label.strip().upper() in _LIST_LABELS
+
+
 _SUBJECT_NOISE = re.compile(r"\b(?:update|updated|new|current|latest)\b", re.I)
 _KV = re.compile(
     r'^\s*(?:[-*]\s+)?"?(?P<key>[A-Za-z][\w .-]{1,40}?)"?\s*(?::|=)\s*'
@@ -169,7 +182,7 @@ def _said(text: str) -> list[tuple[str, float, str | None]]:
         subject = None
         if status:
             subject = "status"
-        elif (m := _SUBJECT.match(sentence)) is not None:
+        elif (m := _SUBJECT.match(sentence)) is not None and not _lists(m.group(1)):
             subject = _SUBJECT_NOISE.sub("", m.group(1)).strip().lower() or None
         weight = min(given, 10.0) + (3.0 if status else 0.0) + (2.0 if constraint else 0.0)
         out.append((sentence, weight, subject))

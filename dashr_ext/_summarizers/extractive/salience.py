@@ -137,6 +137,8 @@ _OVERRIDE = re.compile(
     r"^(?:quick |small |one )?(?:update|correction|change of plans?|new plan|edit)\s*[:,-]|"
     r"\b(?:scratch that|change of plans?|on second thought|never ?mind|forget (?:that|what i said)|"
     r"(?:let's|we(?:'ll| will)|i(?:'ll| will)) go with|switch(?:ing)? (?:it |that )?to|"
+    r"(?:switch|chang|bump|mov)(?:e|es|ing|s)? (?:the |our |my |its )(?:[\w.-]+ ){0,2}[\w.-]+"
+    r"(?: to|(?=:))|"
     r"instead|no longer|from now on|actually(?=,)|(?:is|are) (?:now )?replaced|"
     r"not \S+ (?:any ?more|after all))\b",
     re.I,
@@ -238,7 +240,7 @@ def score(sentence: str) -> Salience:
 
 
 _OVERRIDE_WORDS = (
-    "update", "correction", "change", "plan", "edit", "scratch", "thought", "mind", "forget",
+    "update", "correction", "chang", "plan", "bump", "mov", "edit", "scratch", "thought", "mind", "forget",
     "go with", "switch", "instead", "longer", "now on", "actually", "replaced", "more", "all",
 )  # fmt: skip
 """Words every override cue holds (:data:`_OVERRIDE`): a text holding none has no cue."""

@@ -80,7 +80,7 @@ _STOP = words(
     "years day days hour hours minute minutes time ago soon"
 )
 _TASK_LABELS = frozenset(
-    {"NEXT STEP", "NEXT STEPS", "CURRENT TASK", "TASK", "STATUS", "PROGRESS", "DONE SO FAR",
+    {"NEXT", "NEXT STEP", "NEXT STEPS", "CURRENT TASK", "TASK", "STATUS", "PROGRESS", "DONE SO FAR",
      "STEPS DONE", "STEP DONE", "COMPLETED", "REMAINING", "BLOCKED", "BLOCKED ON", "WAITING ON"}
 )  # fmt: skip
 _ENVIRONMENTS = words("staging stage production prod dev development test testing qa local")
@@ -292,6 +292,17 @@ def _by_kind(new: _Said, earlier: list[_Said]) -> _Said | None:
     return None  # "that rule" among several, not the one just said: which one is unclear
 
 
+def _states_a_value(said: _Said) -> bool:
+    """A one-statement request that asks for nothing but states a value: a fact, which a
+    later update of that value replaces like any other."""
+    return (
+        said.item.section == REQUEST
+        and said.kind != "Original request"
+        and _holds_value(said.body)
+        and not reads_as_request(said.body)
+    )
+
+
 def _not_a_task(body: str) -> bool:
     """A request that sets a rule or states a value ("do not edit vendor/", "use $9,525 as
     the budget"): not the task a task switch replaces."""
@@ -317,10 +328,12 @@ def supersede(items: Items, show: bool) -> set[str]:
             (
                 s
                 for s in reversed(earlier)
-                if s.item.section == CRITICAL and _replaces(s, new, salience.override)
+                if (s.item.section == CRITICAL or _states_a_value(s))
+                and _replaces(s, new, salience.override)
             ),
             None,
-        )  # a request is replaced only as the task a later statement names (see _by_kind)
+        )  # a request is replaced only as the task a later statement names (see _by_kind),
+        # or when all it did was state a value ("heads up, the budget: $5,700")
         if target is None and (
             salience.override or _PLAN_CHANGE.search(new.body) or label_of(new.body)
         ):
