@@ -240,8 +240,9 @@ def score(sentence: str) -> Salience:
 
 
 _OVERRIDE_WORDS = (
-    "update", "correction", "chang", "plan", "bump", "mov", "edit", "scratch", "thought", "mind", "forget",
-    "go with", "switch", "instead", "longer", "now on", "actually", "replaced", "more", "all",
+    "update", "correction", "chang", "plan", "bump", "mov", "edit", "scratch", "thought",
+    "mind", "forget", "go with", "switch", "instead", "longer", "now on", "actually",
+    "replaced", "more", "all",
 )  # fmt: skip
 """Words every override cue holds (:data:`_OVERRIDE`): a text holding none has no cue."""
 
