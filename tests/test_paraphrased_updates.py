@@ -265,3 +265,28 @@ def test_a_done_step_that_moved_something_replaces_no_other_done_step() -> None:
         )
     )
     assert "Deleted the legacy endpoints" in text and "cron jobs to the scheduler" in text
+
+
+def test_a_statement_said_again_with_a_lead_in_is_kept_once() -> None:
+    text = run(
+        chat(
+            ("user", "Fix the flaky upload test."),
+            ("assistant", "Sure."),
+            ("user", "Also: And never push straight to main."),
+            ("assistant", "Sure."),
+            ("user", "And never push straight to main."),
+            ("assistant", "Understood."),
+        )
+    )
+    assert text.lower().count("never push straight to main") == 1
+
+
+def test_a_path_at_the_end_of_a_sentence_is_read_without_the_full_stop() -> None:
+    from dashr_ext._summarizers.extractive.anchors import typed_literals
+
+    (found,) = typed_literals("Also: switch logs to /srv/nker6/logs.")
+    assert (found.type, found.value) == ("path", "/srv/nker6/logs")
+    assert [lit.value for lit in typed_literals("Run ./build.sh, then edit src/app.py.")] == [
+        "./build.sh",
+        "src/app.py",
+    ]

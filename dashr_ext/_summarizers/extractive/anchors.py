@@ -218,7 +218,8 @@ def _literals(text: str) -> tuple[Literal, ...]:
         elif kind == "ip":
             kind = "host"
         elif kind == "path":
-            value = value.rstrip("/")
+            value = value.rstrip(".,;:!?")  # a sentence's full stop ends no path either
+            value = value.rstrip("/") or value
         elif kind == "identifier" and (len(value) < 4 or re.fullmatch(r"[\d.]+", value)):
             continue
         elif kind == "config":

@@ -176,7 +176,17 @@ def statement_key(text: str) -> str:
     and whitespace left out."""
     body = _BULLET_HEAD.sub("", text, count=1)
     body = re.sub(r"^\s*>\s?", "", body, flags=re.M)
+    body = _LEAD.sub("", body) if re.search(r"\w{3}", _LEAD.sub("", body)) else body
     return " ".join(re.sub(r"[^\w$€£%]+", " ", body.lower()).split())
+
+
+_LEAD = re.compile(
+    r"^(?:\s*(?:also|and|so|plus|ok|okay|oh|thanks|thank you|btw|by the way|fyi|one more "
+    r"thing|reminder|again)\b[,:.!]*)+\s*",
+    re.I,
+)
+"""Words that lead into a statement without being part of it ("Also: and never push to
+main" states what "Never push to main" does)."""
 
 
 def _cited(text: str) -> int | None:
