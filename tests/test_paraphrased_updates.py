@@ -290,3 +290,30 @@ def test_a_path_at_the_end_of_a_sentence_is_read_without_the_full_stop() -> None
         "./build.sh",
         "src/app.py",
     ]
+
+
+def test_a_value_chosen_for_a_thing_is_replaced_when_that_thing_changes() -> None:
+    text = run(
+        chat(
+            ("user", "Speed up the audit log writer."),
+            ("assistant", "Sure."),
+            ("user", "Let's instead go with ro-22.xnp.internal for read traffic."),
+            ("assistant", "Noted."),
+            ("user", "Also: Switch read traffic to ro-75.ek6.internal."),
+            ("assistant", "Noted."),
+        )
+    )
+    assert "ro-75.ek6.internal" in text and "ro-22.xnp.internal" not in text
+    assert "audit log writer" in text
+
+
+def test_a_value_chosen_for_one_thing_leaves_another_things_value() -> None:
+    text = run(
+        chat(
+            ("user", "Use https://stg-8e8x.corp.example for the staging link."),
+            ("assistant", "Noted."),
+            ("user", "Use https://www-86bz.qx.io for production."),
+            ("assistant", "Noted."),
+        )
+    )
+    assert "stg-8e8x.corp.example" in text and "www-86bz.qx.io" in text

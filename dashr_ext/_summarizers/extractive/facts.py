@@ -521,6 +521,8 @@ def statements(
             found = _label_before(sentence[max(0, start - 80) : start])
             if found is None:  # "use 2027-03-28 as the code freeze date", "… is the replica host"
                 after = _LABEL_AFTER.match(sentence, end)
+                if after is None and _CHOOSES.search(sentence, 0, start):
+                    after = _FOR_LABEL.match(sentence, end)  # "go with X for read traffic"
                 found = (after.group(1).strip(), False) if after else None
             previous_end, previous_value = end, value
             if found is None:
@@ -546,6 +548,17 @@ _LABEL_AFTER = re.compile(
     re.I,
 )
 """A label said after its value: "… as the code freeze date", "… is the replica host"."""
+_CHOOSES = re.compile(
+    r"\b(?:use|using|go(?:ing)? with|switch(?:ing)? to|pick|choose|stick with|settle on)\s+$",
+    re.I,
+)
+"""A choice of a value, just before it ("let's go with …", "use …")."""
+_FOR_LABEL = re.compile(
+    r"\s+for\s+(?:(?:the|our|my|your)\s+)?([a-z][a-z0-9]*(?:[ -][a-z0-9]+){0,3}?)"
+    r"(?=\s*(?:[.,;!?)]|$)|\s+(?:from|now|today|and|but|instead)\b)",
+    re.I,
+)
+"""The thing a value is chosen for: "use v5.35.9 for the release", "… for read traffic"."""
 _ANTECEDENT = re.compile(
     r"\b(?:the|our|a|an)\s+([A-Za-z][\w-]{2,})\s*[:;,]\s*(?:it|this|that)\b[^:;,]*$", re.I
 )
