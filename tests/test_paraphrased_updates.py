@@ -317,3 +317,14 @@ def test_a_value_chosen_for_one_thing_leaves_another_things_value() -> None:
         )
     )
     assert "stg-8e8x.corp.example" in text and "www-86bz.qx.io" in text
+
+
+def test_an_update_naming_the_earlier_thing_leaves_another_things_value() -> None:
+    previous = (
+        "- Task (seq 92): Document the thumbnail worker.\n"
+        "- Scratch that, QA sign-off is 2027-08-16.\n"
+        "- The earlier code freeze date no longer applies; the freeze is May 11, 2027 from "
+        "today.\n"
+    )
+    text = run(chat(("user", "Continue."), ("assistant", "The install went through.")), previous)
+    assert "2027-08-16" in text and "May 11, 2027" in text

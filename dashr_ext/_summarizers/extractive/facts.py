@@ -314,6 +314,11 @@ class Facts:
             alike = [
                 f for f in alike if _head(f.key) != _head(key) or not _qualified_apart(key, f.key)
             ]
+        if (earlier := _EARLIER.search(text)) is not None:
+            # "the earlier code freeze date no longer applies; …": the value of that thing,
+            # not the one other date
+            named = {_stem(w) for w in _key(earlier.group(1))}
+            alike = [f for f in alike if named & {_stem(w) for w in f.key}]
         for pool in ([f for f in alike if said & set(f.key)], alike):
             labels = {f.label for f in pool}
             if len(labels) == 1:
@@ -548,6 +553,12 @@ _LABEL_AFTER = re.compile(
     re.I,
 )
 """A label said after its value: "… as the code freeze date", "… is the replica host"."""
+_EARLIER = re.compile(
+    r"\b(?:the |my |our )?(?:earlier|previous|old|former)\s+([a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}?)"
+    r"\s+(?:no longer|is (?:gone|dropped|replaced|void)|does not|doesn't|isn't)\b",
+    re.I,
+)
+"""An update naming what it replaces ("the earlier code freeze date no longer applies")."""
 _CHOOSES = re.compile(
     r"\b(?:use|using|go(?:ing)? with|switch(?:ing)? to|pick|choose|stick with|settle on)\s+$",
     re.I,
