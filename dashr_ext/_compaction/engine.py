@@ -8,19 +8,15 @@ One pass appends, in this order (SPEC §4.1)::
     user/message        the checkpoint (source kind "compact-checkpoint"), surfaceOp replace
     compaction/end      log-only: releases the lock; carries "error" on a recoverable failure
 
-The last three go out as one batch (one write, one fsync). A crash can still cut that write
-short: the torn line is set aside on open and a ``compaction/summary`` may remain without its
-checkpoint node; :func:`~.commit.close_orphan_passes` then closes the pass as failed and the
-archive rebuild skips the summary, so the surface never holds half a checkpoint.
+The last three go out as one batch (one write, one fsync); a torn write leaves at most a
+``compaction/summary`` without its node, which :func:`~.commit.close_orphan_passes` closes
+as failed (the surface never holds half a checkpoint).
 
-A pass reads as four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summarize.summarize`
-(the model) → :func:`~.compose.compose_pass` (pure) → commit (archive, append, pointer).
-An engine subclass only decides *which* surface ranges a trigger compacts.
+Four steps: :func:`~.plan.plan_pass` (pure) → :func:`~.summarize.summarize` (the model) →
+:func:`~.compose.compose_pass` (pure) → commit; a subclass decides *which* ranges.
 
-Threads: every step but summarize holds the session's lock, so a pass sees one state from
-measuring to ``compaction/start`` and from the span check to its closing batch; other
-threads keep recording while the model summarizes. What they append follows the checkpoint;
-a change inside the summarized span makes the pass fail recoverably.
+Threads: every step but summarize holds the session's lock; other threads keep recording
+while the model summarizes (after the checkpoint; a change inside the span fails the pass).
 """
 
 from __future__ import annotations
@@ -212,11 +208,9 @@ class CompactionEngine:
             event = events[seq]
             if event.type == "compaction/start" and event.data.get("trigger") == TURN_TRIGGER:
                 self._turn_passes.add(str(event.data.get("compactionId")))
-            elif event.type != "compaction/end":
-                continue
-            elif event.data.get("compactionId") in self._turn_passes:
-                continue  # a turn landing is no session pass: it neither sets nor lifts one
-            elif "pruned" in event.data:
+            if event.type != "compaction/end" or event.data.get("compactionId") in self._turn_passes:
+                continue  # a turn landing (SPEC §6.4) neither sets nor lifts a deferral
+            if "pruned" in event.data:
                 self._pruned_any = True  # a prune pass never lifts a deferral
             else:
                 value = event.data.get("deferredStaleTokens")

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .anchors import Literal, bounded, typed_literals
+from .cues import CHOOSES, EARLIER, FOR_LABEL, LABEL_AFTER
 from .items import CRITICAL, NEXT, PENDING, REQUEST, VALUES, Items
 from .rewriting import only_stale, rewrite, rewrite_item, without_stale_sentences
 from .salience import overrides, score
@@ -314,7 +315,7 @@ class Facts:
             alike = [
                 f for f in alike if _head(f.key) != _head(key) or not _qualified_apart(key, f.key)
             ]
-        if (earlier := _EARLIER.search(text)) is not None:
+        if (earlier := EARLIER.search(text)) is not None:
             # "the earlier code freeze date no longer applies; …": the value of that thing,
             # not the one other date
             named = {_stem(w) for w in _key(earlier.group(1))}
@@ -525,9 +526,9 @@ def statements(
                 continue
             found = _label_before(sentence[max(0, start - 80) : start])
             if found is None:  # "use 2027-03-28 as the code freeze date", "… is the replica host"
-                after = _LABEL_AFTER.match(sentence, end)
-                if after is None and _CHOOSES.search(sentence, 0, start):
-                    after = _FOR_LABEL.match(sentence, end)  # "go with X for read traffic"
+                after = LABEL_AFTER.match(sentence, end)
+                if after is None and CHOOSES.search(sentence, 0, start):
+                    after = FOR_LABEL.match(sentence, end)  # "go with X for read traffic"
                 found = (after.group(1).strip(), False) if after else None
             previous_end, previous_value = end, value
             if found is None:
@@ -547,29 +548,6 @@ def statements(
     return _fold_negations(out)
 
 
-_LABEL_AFTER = re.compile(
-    r"\s+(?:as|is)\s+(?:the|our|my|your)\s+([a-z][a-z0-9]*(?:[ -][a-z0-9]+){0,3}?)"
-    r"(?=\s*(?:[.,;!?)]|$)|\s+(?:from|for|now|today|and|but)\b)",
-    re.I,
-)
-"""A label said after its value: "… as the code freeze date", "… is the replica host"."""
-_EARLIER = re.compile(
-    r"\b(?:the |my |our )?(?:earlier|previous|old|former)\s+([a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}?)"
-    r"\s+(?:no longer|is (?:gone|dropped|replaced|void)|does not|doesn't|isn't)\b",
-    re.I,
-)
-"""An update naming what it replaces ("the earlier code freeze date no longer applies")."""
-_CHOOSES = re.compile(
-    r"\b(?:use|using|go(?:ing)? with|switch(?:ing)? to|pick|choose|stick with|settle on)\s+$",
-    re.I,
-)
-"""A choice of a value, just before it ("let's go with …", "use …")."""
-_FOR_LABEL = re.compile(
-    r"\s+for\s+(?:(?:the|our|my|your)\s+)?([a-z][a-z0-9]*(?:[ -][a-z0-9]+){0,3}?)"
-    r"(?=\s*(?:[.,;!?)]|$)|\s+(?:from|now|today|and|but|instead)\b)",
-    re.I,
-)
-"""The thing a value is chosen for: "use v5.35.9 for the release", "… for read traffic"."""
 _ANTECEDENT = re.compile(
     r"\b(?:the|our|a|an)\s+([A-Za-z][\w-]{2,})\s*[:;,]\s*(?:it|this|that)\b[^:;,]*$", re.I
 )
