@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from ._summarizers.base import Summarizer, SummaryRequest, SummaryResult
     from ._summarizers.extractive import ExtractiveSummarizer
     from ._summarizers.llm import LLMSummarizer
+    from ._turnmemory.compressors import ExtractiveTurnCompressor, make_turn_compressor
+    from ._turnmemory.llm import LLMTurnCompressor
+    from ._turnmemory.records import TurnRecord
     from ._turns import Step, Turn
     from .agent import Agent, AgentReply
 
@@ -47,7 +50,9 @@ _LAZY = {
     "Dashr": "._controller",
     "Event": "._events",
     "ExtractiveSummarizer": "._summarizers.extractive",
+    "ExtractiveTurnCompressor": "._turnmemory.compressors",
     "LLMSummarizer": "._summarizers.llm",
+    "LLMTurnCompressor": "._turnmemory.llm",
     "Measurement": "._meter",
     "Message": "._events",
     "Pin": "._pins",
@@ -62,6 +67,8 @@ _LAZY = {
     "SummaryResult": "._summarizers.base",
     "TokenMeter": "._meter",
     "Turn": "._turns",
+    "TurnRecord": "._turnmemory.records",
+    "make_turn_compressor": "._turnmemory.compressors",
 }
 """Public names imported on first use, so that a command or a module that needs a few
 (``dashr search`` reads a log without the compaction engine) does not load them all."""
@@ -77,7 +84,9 @@ __all__ = [
     "Dashr",
     "Event",
     "ExtractiveSummarizer",
+    "ExtractiveTurnCompressor",
     "LLMSummarizer",
+    "LLMTurnCompressor",
     "Measurement",
     "Message",
     "Pin",
@@ -92,10 +101,12 @@ __all__ = [
     "SummaryResult",
     "TokenMeter",
     "Turn",
+    "TurnRecord",
     "UsageWarning",
     "__version__",
     "errors",
     "load_ipython_extension",
+    "make_turn_compressor",
     "unload_ipython_extension",
 ]
 

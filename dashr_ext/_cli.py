@@ -3,10 +3,11 @@
     dashr demo [--out FILE]            build, compact and recall a realistic demo session
     dashr inspect FILE                 events, turns, checkpoints, request tokens
     dashr outline FILE                 the history_outline text
-    dashr read FILE c42 | --seq N | --cursor TOKEN
+    dashr read FILE c42 | --seq N | --turn N | --cursor TOKEN
     dashr search FILE QUERY [--checkpoint c42] [--limit N] [--cursor TOKEN]
     dashr search --all [DIR] QUERY [--limit N]    (DIR: $DASHR_HOME/sessions by default)
     dashr compact FILE [--prune-only] [--recency-window-tokens N] [--retain-tokens N]
+    dashr turns FILE | dashr compact FILE --turns    turn memory's jobs; run them offline
     dashr import FILE [--format openai] [-o OUT.jsonl]
     dashr pin FILE TEXT… | dashr pins FILE | dashr unpin FILE ID
     dashr agent --kernel CONNECTION_FILE | --start [--base-url URL] [--model M] TASK
@@ -70,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     read.add_argument("file", type=Path)
     read.add_argument("checkpoint", nargs="?", help="checkpoint id, e.g. c42")
     read.add_argument("--seq", type=_count(0), help="read forward from this event seq")
+    read.add_argument("--turn", type=_count(1), help="read this turn's original events")
     read.add_argument("--cursor", help="the token after 'cursor:' on a previous page")
 
     search = sub.add_parser("search", help="literal, case-insensitive search of the history")
@@ -101,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("file", type=Path)
     compact.add_argument(
+        "--turns",
+        action="store_true",
+        help="turn memory, offline (extractive), over every completed turn without a closed job "
+        "(those it never covered too: an open never backfills them); status 1: one failed",
+    )
+    compact.add_argument(
         "--prune-only",
         action="store_true",
         help="only prune: every tool output and assistant text above the pruning threshold "
@@ -117,6 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--retain-tokens", type=int)
     compact.add_argument("--context-window-tokens", type=int)
+
+    turns = sub.add_parser("turns", help="list turn memory's jobs, one line per turn")
+    turns.add_argument("file", type=Path)
 
     imp = sub.add_parser("import", help="turn OpenAI chat messages into a session file")
     imp.add_argument(
@@ -270,6 +281,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
         for name, value in (
             ("CHECKPOINT", args.checkpoint),
             ("--seq", args.seq),
+            ("--turn", args.turn),
             ("--cursor", args.cursor),
         )
         if value is not None
@@ -277,10 +289,21 @@ def _cmd_read(args: argparse.Namespace) -> int:
     if len(given) != 1:
         got = "none" if not given else " and ".join(given)
         raise _UsageError(
-            f"give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor TOKEN (got {got})"
+            "give exactly one of CHECKPOINT (e.g. c42), --seq N, --turn N or --cursor TOKEN "
+            f"(got {got})"
         )
     with _open_read_only(args.file) as d:
-        print(d.history_read(checkpoint=args.checkpoint, seq=args.seq, cursor=args.cursor))
+        print(d.history_read(args.checkpoint, args.seq, args.cursor, args.turn))
+    return 0
+
+
+def _cmd_turns(args: argparse.Namespace) -> int:
+    from ._recall.turns import turn_listing
+
+    hint = f"{command_name()} compact {shlex.quote(str(args.file))} --turns compresses them"
+    with _open_read_only(args.file) as d:
+        listing = turn_listing(d.turns(), d.session.events, d.session.id, hint)
+    print("\n".join(listing.lines()))
     return 0
 
 
@@ -351,6 +374,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         for name in ("engine", "context_window_tokens", "recency_window_tokens", "retain_tokens")
         if (value := getattr(args, name)) is not None
     }
+    if args.turns:
+        return _compact_turns(args, bool(given))
     config = None  # the settings the log records apply; flags given override them, unrecorded
     if given:
         with Dashr.open(args.file, read_only=True) as logged:
@@ -366,6 +391,26 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         return 0
     print(f"dashr compact: {above}", file=sys.stderr)
     return 3
+
+
+def _compact_turns(args: argparse.Namespace, flags: bool) -> int:
+    """``dashr compact FILE --turns``: turn memory on for this run only (not recorded), every
+    completed turn without a closed job queued and run with the extractive compressor."""
+    from ._controller import Dashr
+    from ._recall.turns import compact_lines
+    from ._turnmemory.backfill import extractive_compressor
+
+    if args.prune_only or flags:
+        raise _UsageError("--turns takes no --prune-only, --engine or other pass setting")
+    with _open_read_only(args.file) as logged:
+        config, before = logged.config.with_changes(turn_memory=True), logged.turns()
+    with Dashr.open(args.file, config=config) as d:
+        d.turn_compressor = extractive_compressor(d.meter.count_text, config.turn_read_max_chars)
+        d.queue_turns()
+        d.wait_for_turns()
+        lines, failed = compact_lines(before, d.turns())
+    _print_out(lines)  # the landings are committed: what they did goes out even without a reader
+    return 1 if failed else 0
 
 
 def _retain_for_window(logged: CompactionConfig, given: dict[str, Any]) -> dict[str, Any]:
@@ -593,6 +638,7 @@ _COMMANDS = {
     "read": _cmd_read,
     "search": _cmd_search,
     "compact": _cmd_compact,
+    "turns": _cmd_turns,
     "import": _cmd_import,
     **PIN_COMMANDS,
     "agent": _cmd_agent,

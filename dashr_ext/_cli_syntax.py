@@ -29,8 +29,16 @@ class CommandSyntax(Syntax):
     def outline(self) -> str:
         return f"{self.command} outline {self.file}"
 
-    def read(self, checkpoint: str | None = None, seq: int | str | None = None) -> str:
-        where = checkpoint if checkpoint is not None else f"--seq {seq}"
+    def read(
+        self,
+        checkpoint: str | None = None,
+        seq: int | str | None = None,
+        turn: int | str | None = None,
+    ) -> str:
+        if checkpoint is not None:
+            where = checkpoint
+        else:
+            where = f"--turn {turn}" if turn is not None else f"--seq {seq}"
         return f"{self.command} read {self.file} {where}"
 
     def search(self, phrase: str | None = None) -> str:

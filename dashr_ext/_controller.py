@@ -50,9 +50,10 @@ from ._redaction import scrub_keys
 from ._session import Session
 from ._summarizers.factory import make_summarizer
 from ._turnmemory import jobs as turn_jobs
+from ._turnmemory.backfill import backfill_jobs
 from ._turnmemory.landing import turn_archive_entries
 from ._turnmemory.records import TurnRecord, turn_records
-from .errors import ConfigError, PinError
+from .errors import ConfigError, PinError, TurnMemoryError
 
 if TYPE_CHECKING:
     from ._meter import Measurement
@@ -130,7 +131,7 @@ class Dashr:
         self._pin_fold = PinFold()
         self.turn_compressor: turn_jobs.Compressor | None = None
         """Turn memory's compressor (nodes → the editor after its replaces, or None); None
-        means the ``extractive`` one."""
+        means the ``extractive`` one; ``make_turn_compressor("llm", …)`` gives model workers."""
         self._turn_jobs = turn_jobs.TurnJobs(
             session,
             config=lambda: self._config,
@@ -139,6 +140,7 @@ class Dashr:
             slot=self._pass_slot,
             compressor=lambda: self.turn_compressor,
             clock=clock,
+            tools=self.request_tools,
         )
 
     def _make_engine(self) -> CompactionEngine:
@@ -553,6 +555,17 @@ class Dashr:
         seconds passed first."""
         return self._turn_jobs.wait(timeout)
 
+    def queue_turns(self) -> tuple[int, ...]:
+        """Queue every pending turn-memory job, after giving each completed turn without a job
+        one: turns completed while turn memory was off included, which an open never does (the
+        explicit offline request of ``dashr compact FILE --turns``). The turns given a job."""
+        if not self._config.turn_memory:
+            raise TurnMemoryError("turn memory is off: set turn_memory=True to queue turns")
+        self._turn_jobs.notice()
+        added = backfill_jobs(self.session)
+        self._turn_jobs.recover()
+        return added
+
     def prune(
         self, *, start_seq: int | None = None, end_seq: int | None = None
     ) -> PruneResult | None:
@@ -585,11 +598,16 @@ class Dashr:
             return self.recall.outline()
 
     def history_read(
-        self, checkpoint: str | None = None, seq: int | None = None, cursor: str | None = None
+        self,
+        checkpoint: str | None = None,
+        seq: int | None = None,
+        cursor: str | None = None,
+        turn: int | None = None,
     ) -> RecallResult:
-        """A page of a checkpoint's originals, or of the history forward from ``seq``."""
+        """A page of a checkpoint's originals, of the history forward from ``seq``, or of turn
+        ``turn``'s original events (as recorded, whatever turn memory made of it since)."""
         with self.session.lock:
-            return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor)
+            return self.recall.read(checkpoint=checkpoint, seq=seq, cursor=cursor, turn=turn)
 
     def history_search(
         self,

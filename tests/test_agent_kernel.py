@@ -326,7 +326,7 @@ def test_the_agent_in_this_process_writes_the_pinned_log(tmp_path: Path) -> None
         "step 7: run_cell · ~2255 tokens",
         "step 8: run_cell · ~1754 tokens · compacted → c45",
         "step 9: run_cell (error) · ~2213 tokens",
-        "step 10: answer · ~2357 tokens",
+        "step 10: answer · ~2360 tokens",
     ]
     assert steps[10] == (
         "step 1: history_search · ~796 tokens · context overflow → retried once · compacted → c66"

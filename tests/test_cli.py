@@ -594,7 +594,9 @@ def test_python_m_dashr_ext_works_like_dashr(
     assert (done.returncode, done.stdout, done.stderr) == (0, outline, "")
     helped = dashr("--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: dashr ")
-    assert "{demo,inspect,outline,read,search,compact,import,pin,pins,unpin,agent}" in helped.stdout
+    assert "{demo,inspect,outline,read,search,compact,turns,import,pin,pins,unpin,agent}" in (
+        helped.stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -717,13 +719,13 @@ def _messages_file(directory: Path) -> Path:
     [
         (
             ["read", "{demo}"],
-            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor "
-            "TOKEN (got none) (see --help)\n",
+            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N, --turn N or "
+            "--cursor TOKEN (got none) (see --help)\n",
         ),
         (
             ["read", "{demo}", "c1", "--seq", "3"],
-            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N or --cursor "
-            "TOKEN (got CHECKPOINT and --seq) (see --help)\n",
+            "dashr read: error: give exactly one of CHECKPOINT (e.g. c42), --seq N, --turn N or "
+            "--cursor TOKEN (got CHECKPOINT and --seq) (see --help)\n",
         ),
         (
             ["read", "{demo}", "--seq", "-1"],

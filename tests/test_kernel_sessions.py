@@ -74,7 +74,7 @@ def test_complete_request_lists_subcommands_options_and_checkpoint_ids(fresh: Ke
     assert subcommands["matches"] == ["status", "sessions", "snapshot"]
     assert (subcommands["cursor_start"], subcommands["cursor_end"]) == (7, 8)
     assert options["matches"] == ["--last", "--read-only"]
-    assert checkpoints["matches"] == [*ids, "--seq", "--cursor"]
+    assert checkpoints["matches"] == [*ids, "--seq", "--turn", "--cursor"]
     assert len(ids) >= 3
     assert agent["matches"] == ["--max-steps"]
 

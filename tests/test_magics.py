@@ -750,7 +750,7 @@ def test_read_magic_by_checkpoint_seq_and_cursor(compacted: InteractiveShell) ->
             "its prune step included)",
         ),
         ("%history_outline extra", "unrecognized arguments: extra"),
-        ("%history_read", "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor"),
+        ("%history_read", "%history_read: give exactly one of CHECKPOINT, --seq N, --turn N or"),
         ("%history_read c1 --seq 2", "%history_read: give exactly one of CHECKPOINT, --seq N"),
         ("%history_read --seq x", "--seq: expected an integer, got 'x'"),
         ("%history_read c99999", "c99999"),

@@ -668,8 +668,8 @@ def test_unknown_checkpoint_before_any_compaction(tmp_path: Path, clock: Callabl
     [
         (
             {},
-            "history_read: give exactly one of checkpoint, seq or cursor (got none); e.g. "
-            'history_read(checkpoint="c20"), history_read(seq=0), or '
+            "history_read: give exactly one of checkpoint, seq, turn or cursor (got none); e.g. "
+            'history_read(checkpoint="c20"), history_read(seq=0), history_read(turn=1), or '
             "history_read(cursor=<the token after 'cursor:' on a previous page>)",
         ),
         ({"checkpoint": "c18", "seq": 3}, "(got checkpoint and seq)"),
@@ -797,7 +797,7 @@ def test_tool_schemas_appear_once_there_is_a_checkpoint(
         assert params["type"] == "object" and params["additionalProperties"] is False
     assert "not the session file" in first[0]["function"]["description"]
     read = first[1]["function"]
-    assert set(read["parameters"]["properties"]) == {"checkpoint", "seq", "cursor"}
+    assert set(read["parameters"]["properties"]) == {"checkpoint", "seq", "turn", "cursor"}
     assert "exactly one of checkpoint" in read["description"]
     search = first[2]["function"]
     assert search["parameters"]["required"] == ["query"]
@@ -827,7 +827,7 @@ def test_call_tool_dispatches_json_or_mapping_arguments(d: Dashr) -> None:
         (
             "history_read",
             '{"checkpoint": "c18", "page": 2}',
-            "history_read: unknown argument 'page'; accepted: checkpoint, seq, cursor",
+            "history_read: unknown argument 'page'; accepted: checkpoint, seq, turn, cursor",
         ),
         (
             "history_search",

@@ -486,8 +486,8 @@ PYTHON_SPELLINGS = re.compile(r"Store\.|read_only=|ChatClient|\w\(|\(\)")
     [
         (
             "%history_read",
-            "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor TOKEN, e.g. "
-            "%history_read c20 or %history_read --seq 0",
+            "%history_read: give exactly one of CHECKPOINT, --seq N, --turn N or --cursor TOKEN, "
+            "e.g. %history_read c20, %history_read --seq 0 or %history_read --turn 1",
         ),
         (
             "%history_read c5",
@@ -512,7 +512,8 @@ PYTHON_SPELLINGS = re.compile(r"Store\.|read_only=|ChatClient|\w\(|\(\)")
             "%dashr",
             "%dashr needs a subcommand: status | config | sessions [DIR] [--limit N] | attach "
             "PATH [--read-only] | attach --last [--read-only] | export PATH | snapshot save "
-            "PATH | snapshot load PATH | pin TEXT… | pins | unpin ID (%dashr? shows the manual)",
+            "PATH | snapshot load PATH | pin TEXT… | pins | unpin ID | turns (%dashr? shows the "
+            "manual)",
         ),
         (
             "%dashr snapshot",
@@ -577,6 +578,7 @@ def test_tab_completes_subcommands_options_and_session_files(ip: InteractiveShel
         "pin",
         "pins",
         "unpin",
+        "turns",
     ]
     assert completions(ip, "%dashr s") == ["status", "sessions", "snapshot"]
     assert completions(ip, "%dashr snapshot ") == ["save", "load"]
@@ -602,7 +604,7 @@ def test_tab_completes_checkpoint_ids(ip: InteractiveShell) -> None:
     path = compacted_demo(sessions_dir() / "demo.jsonl", minute=0)
     run(ip, f"%dashr attach {path}")
     ids = [cp.id for cp in controller(ip).checkpoints()]
-    assert completions(ip, "%history_read ") == [*ids, "--seq", "--cursor"]
+    assert completions(ip, "%history_read ") == [*ids, "--seq", "--turn", "--cursor"]
     assert completions(ip, "%history_read c1") == [i for i in ids if i.startswith("c1")]
     assert completions(ip, "%history_search retry --checkpoint ") == ids
 

@@ -128,7 +128,7 @@ def test_help_imports_no_log_machinery() -> None:
     result = run_cli("--help")
     assert result["code"] == 0
     assert "dashr search FILE QUERY" not in str(result["out"])  # argparse's own help text
-    assert "{demo,inspect,outline,read,search,compact,import,pin,pins,unpin,agent}" in str(
+    assert "{demo,inspect,outline,read,search,compact,turns,import,pin,pins,unpin,agent}" in str(
         result["out"]
     )
     modules = set(result["modules"])  # type: ignore[call-overload]

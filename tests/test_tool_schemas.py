@@ -64,7 +64,7 @@ def test_the_schemas_are_ascii_so_escaping_does_not_change_their_count() -> None
         ("history_outline", ["what compaction condensed", "checkpoints exist", "session file"]),
         (
             "history_read",
-            ["exact originals", "exactly one of", "checkpoint", "seq", "cursor"],
+            ["exact originals", "exactly one of", "checkpoint", "seq", "turn", "cursor"],
         ),
         ("history_search", ["literal phrase", "all history", "condensed included"]),
     ],
@@ -86,6 +86,7 @@ def test_the_arguments_and_their_constraints_are_declared() -> None:
     assert {k: v["type"] for k, v in read.items()} == {
         "checkpoint": "string",
         "seq": "integer",
+        "turn": "integer",
         "cursor": "string",
     }
     assert read["seq"]["minimum"] == 0
@@ -113,8 +114,9 @@ def test_the_schemas_are_the_same_bytes_for_the_same_config() -> None:
 
 
 def test_argument_checking_still_names_what_is_accepted() -> None:
-    with pytest.raises(RecallError, match=r"history_read: unknown argument 'turn'; accepted: "):
-        tool_arguments("history_read", {"turn": 3})
+    with pytest.raises(RecallError, match=r"history_read: unknown argument 'page'; accepted: "):
+        tool_arguments("history_read", {"page": 3})
+    assert tool_arguments("history_read", {"turn": 3}) == {"turn": 3}
     with pytest.raises(RecallError, match="missing the required argument 'query'"):
         tool_arguments("history_search", "{}")
     assert tool_arguments("history_search", '{"query": "retry", "limit": null}') == {

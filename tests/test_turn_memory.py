@@ -548,3 +548,21 @@ def test_a_turn_landing_does_not_lift_a_session_pass_deferral(tmp_path: Path) ->
         assert [t.status for t in d.turns()][1] == "landed"  # (turn 1 ends on a tool node)
         assert d.engine._deferred_until() == deferred
         assert len(summarizer.requests) == 1
+
+
+def test_a_turn_ending_on_a_tool_result_lands_with_its_last_pair_absorbed(
+    tmp_path: Path,
+) -> None:
+    from dashr_ext import make_turn_compressor
+
+    with Dashr.create(tmp_path / "s.jsonl", ON) as d:
+        d.turn_compressor = make_turn_compressor("extractive")
+        d.session.begin_turn()
+        d.record_openai(work_turn(3)[:4])  # the request, two calls, their results; no answer
+        d.end_turn()
+        assert d.wait_for_turns(60)
+        (record,) = d.turns()
+        assert record.status == "landed", record.reason
+        live = to_openai(d.session)
+        assert live[-1]["role"] == "assistant" and orphan_calls(live) == []
+        assert live == replayed(d)

@@ -200,15 +200,15 @@ class CompactionEngine:
 
         The latest ``compaction/end`` decides: one carrying ``deferredStaleTokens`` (the
         span the guard refused) defers until the span is larger by :meth:`_deferral_margin`;
-        any later pass end lifts it. Folded incrementally from the log, so it survives a
-        restart and an engine rebuilt by the controller.
+        any later pass end lifts it. Folded from the log: it survives a restart.
         """
         events = self.session.events
         for seq in range(self._ends_seen, len(events)):
             event = events[seq]
+            cid = event.data.get("compactionId")
             if event.type == "compaction/start" and event.data.get("trigger") == TURN_TRIGGER:
-                self._turn_passes.add(str(event.data.get("compactionId")))
-            if event.type != "compaction/end" or event.data.get("compactionId") in self._turn_passes:
+                self._turn_passes.add(str(cid))
+            if event.type != "compaction/end" or cid in self._turn_passes:
                 continue  # a turn landing (SPEC §6.4) neither sets nor lifts a deferral
             if "pruned" in event.data:
                 self._pruned_any = True  # a prune pass never lifts a deferral

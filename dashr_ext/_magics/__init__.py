@@ -25,9 +25,10 @@ Magics (``%name?`` shows each one's manual)::
 
     %dashr status | config | sessions [DIR] [--limit N] | attach PATH [--read-only]
     %dashr attach --last [--read-only] | export PATH | snapshot save PATH | snapshot load PATH
+    %dashr pin TEXT… | pins | unpin ID | turns
     %compact [--dry-run | --prune-only]
     %history_outline
-    %history_read c42 | --seq N | --cursor TOKEN
+    %history_read c42 | --seq N | --turn N | --cursor TOKEN
     %history_search QUERY [--checkpoint c42] [--limit N]
     %history_search --all QUERY [--limit N]      (every session in Dashr.session_dir)
     %%agent [--max-steps N]        (cell magic: one agent turn, the cell body is the message)

@@ -46,7 +46,13 @@ _CALLS_AS_MAGICS = (
     ("history_read(seq=0)", "%history_read --seq 0"),
 )
 # A recall argument a message starts with, as the magic's option (only these reach a magic).
-_FIELDS_AS_OPTIONS = {"seq": "--seq", "cursor": "--cursor", "limit": "--limit", "query": "QUERY"}
+_FIELDS_AS_OPTIONS = {
+    "seq": "--seq",
+    "turn": "--turn",
+    "cursor": "--cursor",
+    "limit": "--limit",
+    "query": "QUERY",
+}
 # Agent fields the %%agent magic sets from its Dashr options.
 _AGENT_FIELDS = {
     "ChatClient.base_url": ("agent_base_url", "URL"),

@@ -34,7 +34,7 @@ MATCHER_ID = "dashr_ext.magics"
 MAGIC_OPTIONS: dict[str, tuple[str, ...]] = {
     "%compact": ("--dry-run", "--prune-only"),
     "%history_outline": (),
-    "%history_read": ("--seq", "--cursor"),
+    "%history_read": ("--seq", "--turn", "--cursor"),
     "%history_search": ("--checkpoint", "--limit", "--cursor", "--all"),
     "%%agent": ("--max-steps",),
 }
@@ -43,7 +43,7 @@ MAGIC_OPTIONS: dict[str, tuple[str, ...]] = {
 SESSION_CHOICES = 20
 """How many recent session files ``%dashr attach <Tab>`` offers."""
 
-_TAKES_VALUE = frozenset({"--seq", "--cursor", "--limit", "--max-steps"})
+_TAKES_VALUE = frozenset({"--seq", "--turn", "--cursor", "--limit", "--max-steps"})
 
 
 def complete(host: Host, line: str, token: str, *, first_line: bool = True) -> list[str] | None:
@@ -73,7 +73,7 @@ def complete(host: Host, line: str, token: str, *, first_line: bool = True) -> l
         return _starting(token, options) or None
     if magic == "%history_search":
         return None  # the query: free text
-    if magic == "%history_read":  # exactly one of CHECKPOINT, --seq, --cursor
+    if magic == "%history_read":  # exactly one of CHECKPOINT, --seq, --turn, --cursor
         return None if before else _starting(token, [*_checkpoint_ids(host), *options]) or None
     return _starting(token, options) or None
 

@@ -519,30 +519,33 @@ class Dashr(TurnMemoryOptions, Magics):
     @magic_arguments()
     @argument("checkpoint", nargs="?", help="a checkpoint id, e.g. c42: its shadowed originals")
     @argument("--seq", type=int, help="read this session's history forward from seq N")
+    @argument("--turn", type=int, help="read turn N's original events (turn memory's too)")
     @argument("--cursor", help="the next page: the token after 'cursor:' on a previous page")
     @no_var_expand
     def history_read(self, line: str) -> RecallResult:
-        """Read the originals a checkpoint condensed, or the history from a seq, page by page.
+        """Read the originals a checkpoint condensed, the history from a seq, or a turn as it
+        was recorded (before turn memory rewrote it), page by page.
 
-        Give exactly one of CHECKPOINT, --seq or --cursor. A page ends with
+        Give exactly one of CHECKPOINT, --seq, --turn or --cursor. A page ends with
         'cursor: TOKEN' when more follows, else with '… [end of this range]'.
         Same text as print(history_read(...)).
 
         Examples::
 
           %history_read c42
+          %history_read --turn 3
           %history_read --cursor c42@4:1200
         """
         args = parse(self.history_read, line)
-        if (args.checkpoint is None) + (args.seq is None) + (args.cursor is None) != 2:
+        if sum(v is not None for v in (args.checkpoint, args.seq, args.turn, args.cursor)) != 1:
             raise UsageError(
-                "%history_read: give exactly one of CHECKPOINT, --seq N or --cursor TOKEN, "
-                "e.g. %history_read c20 or %history_read --seq 0"
+                "%history_read: give exactly one of CHECKPOINT, --seq N, --turn N or --cursor "
+                "TOKEN, e.g. %history_read c20, %history_read --seq 0 or %history_read --turn 1"
             )
         checkpoint = unquote(args.checkpoint) if args.checkpoint is not None else None
         cursor = unquote(args.cursor) if args.cursor is not None else None
         with one_line_errors():
-            return self.controller.history_read(checkpoint=checkpoint, seq=args.seq, cursor=cursor)
+            return self.controller.history_read(checkpoint, args.seq, cursor, args.turn)
 
     @line_magic
     @magic_arguments()

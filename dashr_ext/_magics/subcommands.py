@@ -23,6 +23,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from .._controller import Dashr as DashrController
 from .._display import Report, status_report
 from .._pins import pin_room, pins_tokens
+from .._recall.turns import turn_listing
 from ..errors import SessionLockedError
 from .arguments import NOT_AN_INT, one_line_errors
 from .attachment import NAMESPACE_NAMES, locked_error, sessions_dir
@@ -247,6 +248,21 @@ def unpin(host: Host, args: argparse.Namespace) -> Report:
     )
 
 
+BACKFILL_HINT = (
+    "dashr compact FILE --turns compresses them offline (from a shell, while no kernel has "
+    "the session attached)"
+)
+"""How a ``%dashr turns`` note says to compress the turns turn memory never covered."""
+
+
+def turns(host: Host, args: argparse.Namespace) -> Report:
+    c = host.controller
+    with c.session.lock:
+        records = c.turns()
+        listing = turn_listing(records, c.session.events, c.session.id, BACKFILL_HINT)
+    return Report.of(listing.title, listing.rows, listing.notes, kind="turns")
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -315,6 +331,7 @@ SUBCOMMANDS: Mapping[str, Subcommand] = {
     "pin": Subcommand(pin, ("pin TEXT…",), "TEXT", rest=True),
     "pins": Subcommand(pins, ("pins",)),
     "unpin": Subcommand(unpin, ("unpin ID",), "ID"),
+    "turns": Subcommand(turns, ("turns",)),
 }
 """``%dashr`` subcommand (``snapshot`` takes a second word) -> its :class:`Subcommand`."""
 
@@ -348,6 +365,10 @@ Subcommands:
                        budget (max_summary_tokens)
   pins                 the current pins (id and text) and the tokens they take
   unpin ID             unpin one (an id %dashr pins lists)
+  turns                turn memory's jobs, one line per completed turn it covered: pending,
+                       landed (nodes and tokens before → after, the archive key t<seq>),
+                       no-op or failed (with the reason); %history_read --turn N reads a
+                       turn's original events
 
 Pins are recorded in the log: %dashr attach PATH after a restart brings them back.
 
@@ -359,6 +380,7 @@ Examples::
   %dashr attach --read-only ~/.dashr/sessions/20261130T012227123Z-3f9a1c.jsonl
   %dashr pin Never push to main: open a pull request
   %dashr unpin pin12
+  %dashr turns
 """
 """The ``%dashr`` magic's manual (``%dashr?`` shows it, with the usage line first)."""
 

@@ -2,8 +2,9 @@
 
 Tokens are plain and self-describing: ``c20@4:1200`` is checkpoint c20, position 4 of its
 shadowed span (0-based, surface order), character 1200 of that event's body; ``s7@12:0`` is
-the log read from seq 7, next event seq 12, character 0. A token copied with its
-``cursor:`` prefix is accepted too.
+the log read from seq 7, next event seq 12, character 0; ``t3@12:0`` is turn 3's original
+events, next event seq 12, character 0. A token copied with its ``cursor:`` prefix is
+accepted too.
 
 A ``history_search`` page that stops short names the cursor of the next one: ``h17`` is the
 hits after the one at seq 17, in the search's order (originals by seq, then checkpoint
@@ -20,17 +21,18 @@ from ..errors import RecallError
 
 __all__ = ["Cursor", "parse_cursor", "parse_search_cursor"]
 
-_CURSOR = re.compile(r"(?:cursor:\s*)?([cs])(\d+)@(\d+):(\d+)")
+_CURSOR = re.compile(r"(?:cursor:\s*)?([cst])(\d+)@(\d+):(\d+)")
 _SEARCH_CURSOR = re.compile(r"""(?:cursor\s*[:=]\s*)?(["']?)h(\d+)\1""")
 
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """A read position: range (``c20`` or ``s7``), position, character offset."""
+    """A read position: range (``c20``, ``s7`` or ``t3``), position, character offset."""
 
     range: str
     position: int
-    """Checkpoint ranges: index into the shadowed span. Seq ranges: the next event's seq."""
+    """Checkpoint ranges: index into the shadowed span. Seq and turn ranges: the next
+    event's seq."""
     offset: int
 
     def __str__(self) -> str:

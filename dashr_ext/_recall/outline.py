@@ -8,13 +8,18 @@ Line shapes (stable; agents and tests parse them)::
     c14 | summary seq 14 | 3 events, seqs 9-13 | ~91 tokens | 2026-07-06 12:20Z | current | …
     c20 | summary seq 20 | 1 event, seq 17 | ~12 tokens | 2026-07-06 12:31Z | current | …
     pruned outputs: 2 (p5, p17); read one whole: history_read(seq=5)
+    compressed turns: 2; read one's originals: history_read(turn=3)
+    turn 1: 6 → 2 nodes, ~2,310 → ~380 tokens
+    turn 3: 14 → 3 nodes, ~9,800 → ~1,450 tokens
     turns:
     turn 1 | seqs 1-7 | 4 events | shadowed | Fix the failing retry tests in retry.test.ts.
     … 2 turns not shown (turns 2-3, seqs 10-27); read them with history_read(seq=10)
     turn 4 (open) | seqs 28-36 | 5 events | visible | Now run the whole suite.
     recall: history_read(checkpoint="c14"), history_read(seq=N), history_search("phrase")
 
-A checkpoint line ends with its one-line preview, or ``(no preview)``; a preview or a first
+The compressed turns are the ones turn memory rewrote (SPEC §6.4), oldest first, the newest
+12 of them at most (:func:`~.turns.compressed_lines`). A checkpoint line ends with its
+one-line preview, or ``(no preview)``; a preview or a first
 user message too long for its line is cut at a word boundary, with ``…``. The hints name
 calls as the result's :class:`~.syntax.Syntax` spells them (``dashr read FILE c14`` from the
 command line). In HTML, ids, seq ranges, counts and times never wrap. The first turn and as
@@ -134,13 +139,15 @@ def render_outline(
     max_chars: int,
     pruned: Sequence[str] = (),
     syntax: Syntax = PYTHON,
+    compressed: Sequence[str] = (),
 ) -> RecallResult:
     """The outline within ``max_chars``: header, every checkpoint, then the turns that fit.
 
     ``spans`` maps a checkpoint id to its shadowed seq range; ``row_of`` gives a turn's cells
     (see :func:`turn_row`) and is called only for the turns tried. ``pruned`` are the keys
     (``p<seq>``) of pruned originals, oldest first: one line names them (SPEC §6.5).
-    ``syntax`` spells the calls the hints suggest.
+    ``syntax`` spells the calls the hints suggest. ``compressed`` are the lines of the turns
+    turn memory compressed (:func:`~.turns.compressed_lines`), shown after the pruned line.
     """
     last_seq = event_count - 1
     cps = checkpoints
@@ -159,6 +166,7 @@ def render_outline(
     pruned_line = _pruned_line(pruned, syntax)
     if pruned_line:
         head.append(pruned_line)
+    head.extend(compressed)
     head.append("turns:")
     example = f"{syntax.read(cps[-1].id)}, " if cps else ""
     calls = f"{syntax.read(seq='N')}, {syntax.search()}"
@@ -205,9 +213,8 @@ def render_outline(
             if len(shorter) <= max_chars:
                 text, turn_rows, hint = shorter, shorter_rows, hints[h]
                 break
-    return RecallResult(
-        text, "outline", _outline_html(header, cp_rows, turn_rows, hint, pruned_line)
-    )
+    notes = [*([pruned_line] if pruned_line else []), *compressed]
+    return RecallResult(text, "outline", _outline_html(header, cp_rows, turn_rows, hint, notes))
 
 
 def _pruned_line(keys: Sequence[str], syntax: Syntax = PYTHON) -> str | None:
@@ -235,8 +242,10 @@ def _outline_html(
     cp_rows: Sequence[tuple[str, ...]],
     turn_rows: Sequence[tuple[str, ...] | str],
     hint: str | None,
-    pruned_line: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
+    """``notes``: the lines between the checkpoints and the turns (pruned outputs, compressed
+    turns), one paragraph each."""
     esc = html.escape
 
     def head(*names: str) -> str:
@@ -260,8 +269,7 @@ def _outline_html(
         out.append("</tbody></table>")
     else:
         out.append("<p>checkpoints: none yet (nothing has been compacted)</p>")
-    if pruned_line:
-        out.append(f"<p>{esc(pruned_line)}</p>")
+    out.extend(f"<p>{esc(note)}</p>" for note in notes)
     out.append(head("turn", "seqs", "events", "state", "first user message"))
     for row in turn_rows:
         if isinstance(row, str):

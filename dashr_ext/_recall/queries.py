@@ -26,9 +26,11 @@ from .result import RecallResult
 from .search import SNIPPET_CHARS, SearchIndex, normalize, snippet
 from .syntax import PYTHON, Syntax
 from .tools import tool_arguments, tool_schemas
+from .turns import JOB_EVENT_TYPES, compressed_lines, find_turn, turn_read_header
 
 if TYPE_CHECKING:
     from .._session import Session
+    from .._turnmemory.records import TurnRecord
     from .._turns import Turn
 
 __all__ = ["Recall"]
@@ -64,6 +66,8 @@ class Recall:
         self._owner: dict[int, str] = {}
         self._pruned: dict[str, int] = {}
         """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
+        self._job_events: list[Event] = []
+        """The events turn memory's job records fold (:data:`~.turns.JOB_EVENT_TYPES`)."""
         self._search = SearchIndex()
         self._cold_tried = False
         """Whether a search ran: the first one of a read-only session scans the file instead
@@ -96,6 +100,8 @@ class Recall:
                 if info is not None:  # a pruned original is owned by its archive key
                     self._owner[int(info["seq"])] = archive_key(int(info["seq"]))
                     self._pruned[archive_key(int(info["seq"]))] = int(info["seq"])
+            elif events[seq].type in JOB_EVENT_TYPES:
+                self._job_events.append(events[seq])
         self._seen = n
         known = len(self._cps)
         if self._index.update(self.session):  # only the events since the last call are read
@@ -121,6 +127,14 @@ class Recall:
         """Committed checkpoints, oldest first (cached; grows with the log)."""
         self._sync()
         return list(self._cps)
+
+    def turn_records(self) -> tuple[TurnRecord, ...]:
+        """Turn memory's job of every completed turn it covered, oldest first (what
+        :meth:`Dashr.turns <dashr_ext.Dashr.turns>` lists), folded from the job events only."""
+        from .._turnmemory.records import turn_records  # not at import: a cold search needs none
+
+        self._sync()
+        return turn_records(self._job_events)
 
     def _pruned_seq(self, name: object) -> int | None:
         """The seq of the pruned original ``name`` (``p<seq>``) names, else None."""
@@ -160,6 +174,7 @@ class Recall:
             max_chars=self.config.outline_max_chars,
             pruned=list(self._pruned),
             syntax=self.syntax,
+            compressed=compressed_lines(self.turn_records(), self.syntax),
         )
 
     def _turn_row(self, turn: Turn) -> tuple[str, ...]:
@@ -192,22 +207,32 @@ class Recall:
         checkpoint: str | None = None,
         seq: int | None = None,
         cursor: str | None = None,
+        turn: int | None = None,
     ) -> RecallResult:
-        """One page of a checkpoint's span, of the log from a seq, or after a cursor."""
+        """One page of a checkpoint's span, of the log from a seq, of turn ``turn``'s
+        original events (:mod:`.turns`), or after a cursor."""
         given = [
             name
-            for name, value in (("checkpoint", checkpoint), ("seq", seq), ("cursor", cursor))
+            for name, value in (
+                ("checkpoint", checkpoint),
+                ("seq", seq),
+                ("turn", turn),
+                ("cursor", cursor),
+            )
             if value is not None
         ]
         if len(given) != 1:
             got = "none" if not given else " and ".join(given)
             raise RecallError(
-                f"history_read: give exactly one of checkpoint, seq or cursor (got {got}); "
-                'e.g. history_read(checkpoint="c20"), history_read(seq=0), or '
-                "history_read(cursor=<the token after 'cursor:' on a previous page>)"
+                f"history_read: give exactly one of checkpoint, seq, turn or cursor (got {got}); "
+                'e.g. history_read(checkpoint="c20"), history_read(seq=0), history_read(turn=1), '
+                "or history_read(cursor=<the token after 'cursor:' on a previous page>)"
             )
         self._sync()
         executing = self._executing()
+        if turn is not None:
+            found = find_turn(self.session.turns, turn, self.syntax)
+            return self._read_turn(found, found.start_seq, 0, executing)
         if checkpoint is not None:
             pruned = self._pruned_seq(checkpoint)
             if pruned is None:
@@ -246,6 +271,8 @@ class Recall:
                 )
             self._check_offset(c, token, events[span[c.position]])
             return self._read_checkpoint(cp, c.position, c.offset, executing)
+        if c.range.startswith("t"):
+            return self._turn_cursor(c, token, executing)
         start = int(c.range[1:])
         if start > last or c.position > last or c.position < start:
             raise RecallError(
@@ -265,6 +292,58 @@ class Recall:
         self._check_offset(c, token, event)
         index = bisect_left(self._msg_seqs, c.position)
         return self._read_seq(start, index, c.offset, executing)
+
+    def _turn_cursor(self, c: Cursor, token: str, executing: set[int]) -> RecallResult:
+        """The page of a turn read a ``t<turn>@<seq>:<offset>`` cursor names."""
+        number = int(c.range[1:])
+        try:
+            found = find_turn(self.session.turns, number, self.syntax)
+        except RecallError as exc:
+            raise RecallError(f"malformed cursor {token!r}: {exc}") from None
+        seqs = self._turn_seqs(found)
+        if c.position not in seqs:
+            where = seq_range(seqs[0], seqs[-1]) if seqs else "none"
+            raise RecallError(
+                f"malformed cursor {token!r}: seq {c.position} is not one of turn {number}'s "
+                f"original message events ({len(seqs)}, {where})"
+            )
+        if c.position in executing:
+            raise RecallError(
+                f"seq {c.position} belongs to the step running now; its events can be read once "
+                "that step has finished"
+            )
+        self._check_offset(c, token, self.session.events[c.position])
+        return self._read_turn(found, c.position, c.offset, executing)
+
+    def _turn_seqs(self, turn: Turn) -> list[int]:
+        """The seqs of the message events appended inside ``turn``: its originals."""
+        events = self.session.events
+        end = turn.end_seq if turn.end_seq is not None else len(events) - 1
+        lo = bisect_left(self._msg_seqs, turn.start_seq)
+        hi = bisect_right(self._msg_seqs, end)
+        return [s for s in self._msg_seqs[lo:hi] if events[s].surface_op == "append"]
+
+    def _read_turn(
+        self, turn: Turn, from_seq: int, offset: int, executing: set[int]
+    ) -> RecallResult:
+        """A page of ``turn``'s original events, from the one at ``from_seq`` on."""
+        events = self.session.events
+        seqs = self._turn_seqs(turn)
+        record = next(
+            (r for r in self.turn_records() if r.end_seq == turn.end_seq and r.turn == turn.index),
+            None,
+        )
+        header = turn_read_header(turn, len(events) - 1, len(seqs), record)
+        start = bisect_left(seqs, from_seq)
+
+        def entries() -> Iterator[tuple[int, Event]]:
+            for seq in seqs[start:]:
+                if seq not in executing:
+                    yield seq, events[seq]
+
+        running = sorted(executing.intersection(seqs[start:]))
+        last = seqs[-1] if seqs else turn.start_seq
+        return self._page(header, entries(), f"t{turn.index}", offset, last, running)
 
     @staticmethod
     def _check_offset(c: Cursor, token: str, event: Event) -> None:

@@ -19,10 +19,18 @@ class Syntax:
         """The outline call."""
         return "history_outline()"
 
-    def read(self, checkpoint: str | None = None, seq: int | str | None = None) -> str:
-        """A read of ``checkpoint``'s span, else forward from ``seq`` (``"N"``: a placeholder)."""
+    def read(
+        self,
+        checkpoint: str | None = None,
+        seq: int | str | None = None,
+        turn: int | str | None = None,
+    ) -> str:
+        """A read of ``checkpoint``'s span, else of turn ``turn``'s originals, else forward
+        from ``seq`` (``"N"``: a placeholder)."""
         if checkpoint is not None:
             return f'history_read(checkpoint="{checkpoint}")'
+        if turn is not None:
+            return f"history_read(turn={turn})"
         return f"history_read(seq={seq})"
 
     def search(self, phrase: str | None = None) -> str:

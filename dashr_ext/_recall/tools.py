@@ -26,7 +26,7 @@ __all__ = ["ACCEPTED_ARGUMENTS", "TOOL_NAMES", "tool_arguments", "tool_schemas"]
 TOOL_NAMES: tuple[str, ...] = RECALL_TOOL_NAMES
 ACCEPTED_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "history_outline": (),
-    "history_read": ("checkpoint", "seq", "cursor"),
+    "history_read": ("checkpoint", "seq", "turn", "cursor"),
     "history_search": ("query", "checkpoint", "limit", "cursor"),
 }
 
@@ -98,8 +98,9 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
 
     Static text except ``limit``'s ``maximum`` (``config.search_max_hits``), so they stay
     byte-identical (and cacheable) across passes. Each description says when to use the
-    tool; the results explain their own format, paging and budgets. Plain ASCII, so the
-    count does not depend on how a client escapes JSON.
+    tool; the results explain their own format, paging and budgets (a page names its
+    ``cursor:``; a bad ``turn`` is answered with the turns there are, so the schema carries no
+    bound for it). Plain ASCII, so the count does not depend on how a client escapes JSON.
     """
     return [
         {
@@ -107,8 +108,8 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
             "function": {
                 "name": "history_outline",
                 "description": (
-                    "See what compaction condensed and which checkpoints exist (id like c42, "
-                    "seqs, ~tokens, superseded) plus turns. Recover history with these tools, "
+                    "See what compaction condensed and which checkpoints exist (c42, seqs, "
+                    "~tokens, superseded) plus turns. Recover history with these tools, "
                     "not the session file."
                 ),
                 "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
@@ -120,14 +121,15 @@ def tool_schemas(config: RecallConfig) -> list[dict[str, Any]]:
                 "name": "history_read",
                 "description": (
                     "Read exact originals: give exactly one of checkpoint (the span it "
-                    "replaced), seq (forward from that event) or cursor (next page, from a "
-                    "page's 'cursor:' line)."
+                    "replaced), seq (forward from that event), turn (as recorded) or cursor "
+                    "(next page)."
                 ),
                 "parameters": {
                     "type": "object",
                     "properties": {
                         "checkpoint": {"type": "string"},
                         "seq": {"type": "integer", "minimum": 0},
+                        "turn": {"type": "integer"},
                         "cursor": {"type": "string"},
                     },
                     "additionalProperties": False,

@@ -5,9 +5,10 @@ reason ``completed`` or ``continued``) as a controller records them, writes each
 ``turn-memory/pending`` and runs the jobs oldest first on one daemon thread: the caller never
 waits. A job re-reads the turn's current nodes when it starts (under the session's lock),
 closes a turn with no assistant text or below ``turn_min_tokens`` as a no-op, runs the
-compressor without the lock, then lands the rewrite in one durable batch
-(:mod:`.landing`) holding the lock again, after checking that the turn's nodes are still
-current and contiguous (else it is skipped with the reason logged).
+compressor without the lock (a :class:`~.context.ContextCompressor` also gets the main
+request's prefix through the turn, read with the nodes), then lands the rewrite in one
+durable batch (:mod:`.landing`) holding the lock again, after checking that the turn's nodes
+are still current and contiguous (else it is skipped with the reason logged).
 
 A session-level pass and a landing never overlap on the same nodes: a job waits while a
 pass is in flight (the controller's :class:`~dashr_ext._compaction.PassSlot`) and then
@@ -23,7 +24,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from .._compaction.plan import Region
 from .._events import TextBlock
 from .._payloads import TURN_FAILED, TURN_NOOP, TURN_PENDING, TURN_SOURCE, TurnClosedPayload
 from ..errors import CompactionError, CompactionWarning, DashrError, TurnMemoryError
+from .context import ContextCompressor, TurnContext
 from .editor import TurnEditor
 from .extractive import compress_turn
 from .landing import plan_landing, turn_passes
@@ -53,14 +55,18 @@ __all__ = [
     "CLOSE_WAIT_SECONDS",
     "PASS_WAIT_SECONDS",
     "Compressor",
+    "ContextCompressor",
     "Job",
+    "TurnContext",
     "TurnJobs",
     "default_compressor",
     "repair_turn_passes",
 ]
 
 Compressor = Callable[[Sequence[TurnNode]], TurnEditor | None]
-"""A compressor: the turn's nodes → the editor after its replaces, or None (nothing to gain)."""
+"""A compressor: the turn's nodes → the editor after its replaces, or None (nothing to gain).
+One that is also a :class:`~.context.ContextCompressor` is called as ``compress(nodes,
+context)`` instead, with the main request's prefix and the job's settings."""
 
 PASS_WAIT_SECONDS = 30.0
 """How long a session-level pass waits for the turn-memory job in flight before it starts."""
@@ -128,6 +134,7 @@ class TurnJobs:
         slot: PassSlot,
         compressor: Callable[[], Compressor | None],
         clock: Callable[[], int],
+        tools: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         self.session = session
         self._config = config
@@ -136,6 +143,8 @@ class TurnJobs:
         self._slot = slot
         self._compressor = compressor
         self._clock = clock
+        self._tools = tools
+        """The main request's ``tools`` (``Dashr.request_tools``), for a :class:`TurnContext`."""
         self._cond = threading.Condition()
         self._queue: deque[Job] = deque()
         self._known: set[str] = set()
@@ -272,6 +281,7 @@ class TurnJobs:
         """Read the turn, compress it, land it; starts over after a session-level pass."""
         s = self.session
         while True:
+            compressor = self._compressor()
             with s.lock:
                 if self._closed or s.read_only:
                     return
@@ -279,6 +289,10 @@ class TurnJobs:
                     return  # closed already (by an earlier run of the same log)
                 passing = self._slot.compaction_id is not None
                 read = None if passing else self._read(job)
+                context = None
+                if isinstance(compressor, ContextCompressor) and not isinstance(read, _Close):
+                    assert read is not None
+                    context = self._context(job, read)
             if passing:
                 if self._wait_for_pass(job):
                     continue
@@ -289,7 +303,7 @@ class TurnJobs:
             assert read is not None
             nodes = read
             try:
-                editor = self._compress(nodes)
+                editor = self._compress(compressor, nodes, context)
                 if editor is not None:
                     editor.validate_final()
             except Exception as exc:
@@ -308,13 +322,42 @@ class TurnJobs:
             if not self._wait_for_pass(job):
                 return
 
-    def _compress(self, nodes: Sequence[TurnNode]) -> TurnEditor | None:
-        compressor = self._compressor()
+    def _compress(
+        self,
+        compressor: Compressor | None,
+        nodes: Sequence[TurnNode],
+        context: TurnContext | None,
+    ) -> TurnEditor | None:
+        if context is not None and isinstance(compressor, ContextCompressor):
+            return compressor.compress(nodes, context)
         if compressor is None:
             compressor = default_compressor(
                 self._meter.count_text, self._config().turn_read_max_chars
             )
         return compressor(nodes)
+
+    def _context(self, job: Job, nodes: Sequence[TurnNode]) -> TurnContext:
+        """The main request through the turn's last node, and the job's settings (lock held).
+
+        The messages come from ``Session.messages()``, the code path of
+        ``Dashr.request_messages()``, cut after the turn's last node; the tools are the
+        controller's ``request_tools()`` (the session header's without a controller).
+        """
+        s = self.session
+        messages = s.messages()
+        after = len(s.surface) - s.position(nodes[-1].seq) - 1
+        tools = self._tools() if self._tools is not None else (s.tools or [])
+        config = self._config()
+        return TurnContext(
+            turn=job.turn,
+            job=job.job,
+            messages=tuple(messages[: len(messages) - after]),
+            tools=tuple(tools),
+            worker_attempts=config.turn_worker_attempts,
+            read_max_chars=config.turn_read_max_chars,
+            count_tokens=self._meter.count_text,
+            cancelled=lambda: self._closed,
+        )
 
     def _read(self, job: Job) -> Sequence[TurnNode] | _Close:
         """The turn's current nodes, or why the job closes without a worker (lock held)."""
@@ -333,11 +376,11 @@ class TurnJobs:
                 count,
                 tokens,
             )
-        if nodes[0].role != "user" or nodes[-1].role != "assistant":
+        if nodes[0].role != "user":  # a rewrite ending on a tool node absorbs its last pair
             return _Close(
                 "no-op",
-                f"the turn runs from a {nodes[0].role} node to a {nodes[-1].role} node; a "
-                "rewrite starts with a user node and ends with an assistant node",
+                f"the turn starts with a {nodes[0].role} node; a rewrite starts with the "
+                "user's node",
                 count,
                 tokens,
             )
