@@ -622,7 +622,8 @@ class Dashr:
             return self.recall.search(query, checkpoint=checkpoint, limit=limit, cursor=cursor)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI ``tools`` entries for the recall tools; [] until there is a checkpoint."""
+        """OpenAI ``tools`` entries for the recall tools; [] until something is recallable
+        (a checkpoint, a pruned output or a committed turn landing)."""
         with self.session.lock:
             return self.recall.tool_schemas()
 

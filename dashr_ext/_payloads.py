@@ -9,6 +9,7 @@ package writes).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ __all__ = [
     "CHECKPOINT_CLASSES",
     "CHECKPOINT_SOURCE",
     "CONFIG_CHANGE",
+    "PASS_EVENT_TYPES",
     "PASS_TRIGGERS",
     "PIN_ADD",
     "PIN_REMOVE",
@@ -45,6 +47,7 @@ __all__ = [
     "SummaryPayload",
     "Trigger",
     "TurnClosedPayload",
+    "TurnLandings",
     "TurnPendingPayload",
     "UsagePayload",
     "checkpoint_class",
@@ -55,6 +58,7 @@ __all__ = [
     "pin_remove_payload",
     "start_payload",
     "summary_payload",
+    "turn_owners",
 ]
 
 CHECKPOINT_SOURCE = "compact-checkpoint"
@@ -81,6 +85,8 @@ TRIGGERS: tuple[Trigger, ...] = ("pressure", "context-overflow", "manual")
 """What may start a compaction pass (SPEC §4.4)."""
 TURN_TRIGGER = "turn"
 """The trigger of a turn-memory landing (SPEC §6.4): a pass over one completed turn."""
+PASS_EVENT_TYPES = ("compaction/start", "compaction/summary", "compaction/end")
+"""The log-only events of the compaction protocol, in the order a pass writes them."""
 PASS_TRIGGERS: tuple[str, ...] = (*TRIGGERS, "prune", TURN_TRIGGER)
 """Every trigger a ``compaction/start`` may carry: :data:`TRIGGERS` (what ``compact()``
 accepts), the prune pass's and the turn-memory landing's."""
@@ -283,3 +289,46 @@ def pin_add_payload(event: Event) -> PinAddPayload:
 
 def pin_remove_payload(event: Event) -> PinRemovePayload:
     return cast(PinRemovePayload, _payload(event, PIN_REMOVE))
+
+
+class TurnLandings:
+    """The committed turn-memory landings of a log, folded one event at a time (SPEC §6.4).
+
+    A landing commits with a ``compaction/end`` that has no ``error``; one cut short (closed
+    with an error on reopen) never counts. Recall offers its tools from the first committed
+    landing on and names the landing's archive key (``t<seq>``) as the owner of the
+    originals it shadowed, as a checkpoint's id is named for its span.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, Event] = {}
+        self.committed = 0
+        """Committed landings folded so far."""
+
+    def fold(self, event: Event) -> dict[int, str]:
+        """The originals the landing ``event`` commits shadowed, each mapped to the landing's
+        archive key; ``{}`` for any other event."""
+        data = event.data
+        if event.type == "compaction/start" and data.get("trigger") == TURN_TRIGGER:
+            self._open[str(data.get("compactionId"))] = event
+            return {}
+        if event.type != "compaction/end":
+            return {}
+        start = self._open.pop(str(data.get("compactionId")), None)
+        if start is None or "error" in data:
+            return {}
+        self.committed += 1
+        seqs = start.data.get("shadowedSeqs")
+        key = str(start.data.get("checkpoint"))
+        return {s: key for s in seqs if type(s) is int} if isinstance(seqs, list) else {}
+
+
+def turn_owners(events: Iterable[Event]) -> dict[int, str]:
+    """Seq → archive key of every original a committed turn landing among ``events`` (in
+    log order) shadowed."""
+    landings = TurnLandings()
+    owners: dict[int, str] = {}
+    for event in events:
+        for seq, key in landings.fold(event).items():
+            owners.setdefault(seq, key)
+    return owners

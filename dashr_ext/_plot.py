@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._checkpoints import checkpoint_of
 from ._events import Replace
+from ._payloads import TurnLandings
 from ._pruned import pruned_info
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def pressure_series(
 
     ``extra_tokens`` are envelope tokens every request carries beyond the session header
     (tool schemas a harness adds); ``recall_tokens`` those of the recall tools, which
-    requests carry from the first checkpoint (or pruned output) on.
+    requests carry from the first checkpoint (or pruned output, or committed turn landing) on.
     """
     nodes: dict[int, int] = {}
     node_sum = 0
@@ -87,6 +88,7 @@ def pressure_series(
     tokens: list[int] = []
     compactions: list[Compaction] = []
     recallable = False
+    landings = TurnLandings()
     for event in session.events:
         if event.type == "session/header":
             system_prompt = event.data.get("systemPrompt")
@@ -101,6 +103,13 @@ def pressure_series(
             continue
         op = event.surface_op
         if op is None:
+            committed = landings.committed
+            landings.fold(event)
+            if landings.committed > committed and not recallable:
+                recallable = True  # a turn landing committed: the recall tools join too
+                envelope += recall_tokens
+                if tokens:
+                    tokens[-1] = envelope + node_sum
             continue
         before = envelope + node_sum
         if isinstance(op, Replace):

@@ -351,9 +351,15 @@ class KernelSession:
         return RecallResult(self._call("outline", {})["text"], "outline")
 
     def history_read(
-        self, checkpoint: str | None = None, seq: int | None = None, cursor: str | None = None
+        self,
+        checkpoint: str | None = None,
+        seq: int | None = None,
+        cursor: str | None = None,
+        turn: int | None = None,
     ) -> RecallResult:
-        args = _present(checkpoint=checkpoint, seq=seq, cursor=cursor)
+        """A page as ``Dashr.history_read`` gives it: a checkpoint's originals, the log from
+        ``seq``, turn ``turn``'s original events, or the page after ``cursor``."""
+        args = _present(checkpoint=checkpoint, seq=seq, cursor=cursor, turn=turn)
         return RecallResult(self._call("read", args)["text"], "read")
 
     def history_search(

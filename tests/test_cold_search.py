@@ -466,7 +466,7 @@ def test_a_rare_phrase_decodes_only_the_lines_holding_it(big_log: Path) -> None:
     structural = sum(
         1
         for o in objs
-        if o["type"].startswith(("compaction/start", "compaction/summary"))
+        if o["type"].startswith(("compaction/start", "compaction/summary", "compaction/end"))
         or isinstance(o.get("surfaceOp"), dict)
     )
     needle = letters(7713).encode()

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from helpers import orphan_results
 from hypothesis import HealthCheck, event, given, settings
 from test_turn_editor import assistant, image, land, one_turn, tool, turns, user
+from turn_memory_support import work_turn
 
 from dashr_ext._controller import Dashr
 from dashr_ext._meter import TokenMeter
@@ -344,3 +346,47 @@ def test_any_turn_compresses_to_a_valid_turn_without_raw_reasoning(
     messages = session.messages()
     assert orphan_results(messages) == []
     assert not any("reasoning_content" in m for m in messages)
+
+
+# ------------------------------------------------------------------ where the originals are
+
+HEADER = re.compile(r"^\[Condensed work: (\d+) messages?(?:, (\d+) tool calls?)?(?:; (.*))?\]$")
+
+
+def test_the_condensed_node_names_the_read_of_the_turns_originals() -> None:
+    nodes = turn_nodes(one_turn(long_turn(5)), 1)
+    assert {n.turn for n in nodes} == {1}
+    result = compress_turn(nodes)
+    assert result is not None
+    work = result.editor.nodes[1].text
+    first = work.split("\n", 1)[0]
+    m = HEADER.match(first)
+    assert m is not None, first
+    assert m[3] == "originals: history_read(turn=1)"
+    assert work.count("history_read(") == 1  # named once, in the header
+
+
+def test_the_turn_number_is_the_nodes_own_and_the_rewrite_stays_deterministic() -> None:
+    with Dashr.create(in_memory=True) as d:
+        for k in range(3):
+            d.session.begin_turn()
+            d.record_openai(work_turn(k))  # its own call ids
+            d.session.end_turn()
+        for turn in (1, 2, 3):
+            nodes = turn_nodes(d.session, turn)
+            first = compress_turn(nodes)
+            again = compress_turn(turn_nodes(d.session, turn))
+            assert first is not None and again is not None
+            header = first.editor.nodes[1].text.split("\n", 1)[0]
+            assert header.endswith(f"; originals: history_read(turn={turn})]")
+            assert [n.text for n in first.editor.nodes] == [n.text for n in again.editor.nodes]
+
+
+def test_nodes_that_know_no_turn_get_no_read_hint() -> None:
+    """Nodes built without a session turn (``TurnNode.turn`` None) keep the bare header."""
+    nodes = tuple(replace(n, turn=None) for n in recorded(long_turn(5)))
+    result = compress_turn(nodes)
+    assert result is not None
+    header = result.editor.nodes[1].text.split("\n", 1)[0]
+    m = HEADER.match(header)
+    assert m is not None and m[3] is None and "history_read" not in header

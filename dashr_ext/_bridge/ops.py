@@ -226,7 +226,10 @@ def outline(host: Host, args: dict[str, Any]) -> dict[str, Any]:
 
 def read(host: Host, args: dict[str, Any]) -> dict[str, Any]:
     text = host.controller.history_read(
-        checkpoint=args.get("checkpoint"), seq=args.get("seq"), cursor=args.get("cursor")
+        checkpoint=args.get("checkpoint"),
+        seq=args.get("seq"),
+        cursor=args.get("cursor"),
+        turn=args.get("turn"),
     )
     return {"text": str(text)}
 

@@ -61,7 +61,7 @@ class ExtraEnvelope:
     """Request tokens beyond the session header's system prompt and tools.
 
     ``tools_tokens`` are always sent (e.g. a harness's ``run_cell`` schema);
-    ``recall_tokens`` (the recall tools' schemas) only once a checkpoint exists.
+    ``recall_tokens`` (the recall tools' schemas) once anything is recallable (has_checkpoint).
     """
 
     tools_tokens: int = 0
@@ -141,7 +141,7 @@ class CompactionEngine:
         )
         self._ends_seen = 0
         self._deferred: int | None = None
-        self._pruned_any = False
+        self._recallable = False  # a pruned output, or a committed turn landing (SPEC §6.4)
         self._turn_passes: set[str] = set()  # compaction ids of turn landings (SPEC §6.4)
         self._extra = ExtraEnvelope()
         """The envelope of the last measurement (the recall tools join it with a checkpoint)."""
@@ -157,12 +157,12 @@ class CompactionEngine:
     # ------------------------------------------------------------------ measuring
 
     def has_checkpoint(self) -> bool:
-        """True once anything is recallable: a committed checkpoint or a pruned output (the
-        recall tools are offered from then on)."""
+        """True once anything is recallable: a committed checkpoint, a pruned output or a
+        committed turn landing (the recall tools are offered from then on)."""
         with self.session.lock:
             self._checkpoints.update(self.session)
-            self._deferred_until()  # folds the pass ends, prune passes among them
-            return bool(self._checkpoints.items) or self._pruned_any
+            self._deferred_until()  # folds the pass ends, prune and turn passes among them
+            return bool(self._checkpoints.items) or self._recallable
 
     def measure(self, extra: ExtraEnvelope = ExtraEnvelope()) -> Measurement:
         """The meter's measurement of the next request, plus the ``extra`` envelope tokens.
@@ -209,9 +209,10 @@ class CompactionEngine:
             if event.type == "compaction/start" and event.data.get("trigger") == TURN_TRIGGER:
                 self._turn_passes.add(str(cid))
             if event.type != "compaction/end" or cid in self._turn_passes:
+                self._recallable |= event.type == "compaction/end" and "error" not in event.data
                 continue  # a turn landing (SPEC §6.4) neither sets nor lifts a deferral
             if "pruned" in event.data:
-                self._pruned_any = True  # a prune pass never lifts a deferral
+                self._recallable = True  # a prune pass never lifts a deferral
             else:
                 value = event.data.get("deferredStaleTokens")
                 self._deferred = value if isinstance(value, int) else None
@@ -645,6 +646,5 @@ def _warn_uncompacted(exc: BaseException) -> None:
 
 def _error_text(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
-    return (
-        text if isinstance(exc, CompactionError | SurfaceError) else f"{type(exc).__name__}: {text}"
-    )
+    known = isinstance(exc, CompactionError | SurfaceError)
+    return text if known else f"{type(exc).__name__}: {text}"

@@ -7,11 +7,10 @@ makes one cheap pass over each piece, keeping only what the result needs:
 
 * every line's header (``{"seq":N,"type":"…","time":T,"surfaceOp":…``, the order this
   package writes) gives the message seqs and the surface appends, without decoding a line;
-* only the small or rare lines are decoded: ``compaction/start``, ``compaction/summary``
-  and ``config/change`` events,
-  replacements (checkpoint nodes, pruned nodes) and any message naming a pruned original or
-  a checkpoint. From them come the surface (what is visible), the checkpoints and the owner
-  of each shadowed or pruned seq, and the recall settings the log records;
+* only the small or rare lines are decoded: ``compaction/*``, ``config/change``, replacements
+  (checkpoint and pruned nodes) and any message naming a pruned original or a checkpoint.
+  From them come the surface (what is visible), the checkpoints and the owner of each
+  shadowed, pruned or turn-landed seq, and the recall settings the log records;
 * the byte prefilter of :mod:`.prefilter` picks the message lines that can hold the phrase
   (its needles found in a lower-cased copy of the piece with StringZilla, see
   :mod:`.scanbytes`); for a phrase without ASCII letters or digits, the lines holding an
@@ -57,7 +56,7 @@ from .. import _jsontext
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig, logged_settings
 from .._events import MARKER_TYPES, SURFACE_TYPES, Event, Replace
-from .._payloads import CONFIG_CHANGE
+from .._payloads import CONFIG_CHANGE, PASS_EVENT_TYPES, turn_owners
 from .._pruned import archive_key, pruned_info
 from .._replay import parse_event
 from ..errors import ConfigError, DashrError
@@ -105,7 +104,7 @@ _ESCAPED = b"\\u"
 """A ``\\u`` escape."""
 _SURFACE = frozenset(t.encode() for t in SURFACE_TYPES)
 _MARKERS = frozenset(t.encode() for t in MARKER_TYPES)
-_DECODED_TYPES = frozenset({b"compaction/start", b"compaction/summary", CONFIG_CHANGE.encode()})
+_DECODED_TYPES = frozenset(t.encode() for t in (*PASS_EVENT_TYPES, CONFIG_CHANGE))
 _WANTED_TYPES = _SURFACE | _DECODED_TYPES
 _APPEND, _REPLACE = b'"append"', b"{"
 _STRUCTURAL = (b'"pruned"', b"compact-checkpoint")
@@ -488,6 +487,7 @@ class ColdLog:
         for c in self.checkpoints:
             for seq in c.shadowed_seqs:
                 self.owner.setdefault(seq, c.id)
+        self.owner = {**turn_owners(self.decoded[s] for s in sorted(self.decoded)), **self.owner}
         for event in self.decoded.values():
             info = pruned_info(event)
             if info is not None:  # a pruned original is owned by its archive key

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._checkpoints import Checkpoint, CheckpointIndex, is_checkpoint
 from .._config import RecallConfig
 from .._events import SURFACE_TYPES, Event
+from .._payloads import TurnLandings
 from .._pruned import archive_key, pruned_info
 from ..errors import ConfigError, RecallError
 from . import cold
@@ -68,6 +69,7 @@ class Recall:
         """``p<seq>`` -> seq of every pruned original (SPEC §6.5)."""
         self._job_events: list[Event] = []
         """The events turn memory's job records fold (:data:`~.turns.JOB_EVENT_TYPES`)."""
+        self._landings = TurnLandings()
         self._search = SearchIndex()
         self._cold_tried = False
         """Whether a search ran: the first one of a read-only session scans the file instead
@@ -102,6 +104,8 @@ class Recall:
                     self._pruned[archive_key(int(info["seq"]))] = int(info["seq"])
             elif events[seq].type in JOB_EVENT_TYPES:
                 self._job_events.append(events[seq])
+                for shadowed, key in self._landings.fold(events[seq]).items():
+                    self._owner.setdefault(shadowed, key)  # a turn landing's original
         self._seen = n
         known = len(self._cps)
         if self._index.update(self.session):  # only the events since the last call are read
@@ -509,7 +513,8 @@ class Recall:
         return Hit(seq, visible, self._owner_of(seq), minute_utc(event.time), before, match, after)
 
     def _owner_of(self, seq: int) -> str:
-        """``(visible)``, else the checkpoint whose shadowed span holds ``seq``."""
+        """``(visible)``, else the checkpoint (or pruned output's or turn landing's archive
+        key) whose shadowed span holds ``seq``."""
         if self.session.is_current(seq):
             return "(visible)"
         return self._owner.get(seq, "(no checkpoint)")
@@ -518,9 +523,10 @@ class Recall:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI ``tools`` entries of the three recall tools; ``[]`` until something is
-        recallable (a checkpoint, or a pruned output whose marker names history_read)."""
+        recallable (a checkpoint, a pruned output whose marker names history_read, or a
+        committed turn landing, whose originals ``history_read(turn=N)`` reads)."""
         self._sync()
-        if not self._cps and not self._pruned:
+        if not self._cps and not self._pruned and not self._landings.committed:
             return []
         return tool_schemas(self.config)
 

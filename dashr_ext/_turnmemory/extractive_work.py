@@ -81,13 +81,17 @@ def work_text(nodes: Sequence[TurnNode], *, final: TurnNode | None = None) -> st
     """The text of the assistant node that condenses ``nodes`` (one phase, in turn order).
 
     ``final``: the node among ``nodes`` whose text is the turn's final answer; its text ends
-    the result verbatim and is not condensed.
+    the result verbatim and is not condensed. The header names where the originals are
+    (``history_read(turn=N)``) when the nodes know their turn (:attr:`TurnNode.turn`).
     """
     notes = read_work(nodes, final=final)
     calls = sum(len(n.tool_call_ids) for n in nodes)
     steps = f"{len(nodes)} message{'s' if len(nodes) != 1 else ''}"
     if calls:
         steps += f", {calls} tool call{'s' if calls != 1 else ''}"
+    turn = nodes[0].turn if nodes else None
+    if turn is not None:
+        steps += f"; originals: history_read(turn={turn})"
     lines = [f"[Condensed work: {steps}]"]
     if notes.commands:
         lines.append("Ran:")

@@ -133,6 +133,9 @@ class TurnNode:
     """Cutting the surface right after this node splits no tool call from its result."""
     tokens: int | None = None
     """The node's tokens as sent, when a meter was given."""
+    turn: int | None = None
+    """The 1-based turn the node was read from (:func:`turn_nodes`): a rewrite names where
+    the originals are, ``history_read(turn=N)``."""
 
     @property
     def chars(self) -> int:
@@ -169,8 +172,9 @@ def node_from_event(
     balanced_before: bool = True,
     balanced_after: bool = True,
     meter: TokenMeter | None = None,
+    turn: int | None = None,
 ) -> TurnNode:
-    """The :class:`TurnNode` of one surface event at ``position`` in its turn."""
+    """The :class:`TurnNode` of one surface event at ``position`` in its turn ``turn``."""
     message = event.message
     calls = tuple(c.id for c in message.tool_calls)
     kind: NodeKind
@@ -211,6 +215,7 @@ def node_from_event(
         balanced_before=balanced_before,
         balanced_after=balanced_after,
         tokens=meter.node_tokens(event) if meter is not None else None,
+        turn=turn,
     )
 
 
@@ -279,6 +284,7 @@ def turn_nodes(
                 balanced_before=cuts[k],
                 balanced_after=cuts[k + 1],
                 meter=meter,
+                turn=turn,
             )
             for k in range(lo, hi + 1)
         )
