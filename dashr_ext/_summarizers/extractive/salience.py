@@ -240,7 +240,7 @@ def score(sentence: str) -> Salience:
 
 
 _OVERRIDE_WORDS = (
-    "update", "correction", "chang", "plan", "bump", "mov", "edit", "scratch", "thought",
+    "update", "correction", "chang", "plan", "bump", "move", "moving", "edit", "scratch", "thought",
     "mind", "forget", "go with", "switch", "instead", "longer", "now on", "actually",
     "replaced", "more", "all",
 )  # fmt: skip
