@@ -254,6 +254,16 @@ class ChatClient:
         self.on_retry = on_retry
         """Called with a :class:`RetryNotice` for each failed attempt worth retrying."""
 
+    @classmethod
+    def for_owner(cls, owner: str, *args: Any, **options: Any) -> ChatClient:
+        """A client for ``owner`` (``"LLMSummarizer"``): a bad option's error names the
+        owner's argument (``LLMSummarizer.timeout``), not the client's."""
+        try:
+            return cls(*args, **options)
+        except ConfigError as exc:
+            name = exc.field.removeprefix("ChatClient.")
+            raise ConfigError(f"{owner}.{name}", exc.accepted, exc.received) from None
+
     def __repr__(self) -> str:
         # Tolerates a half-built client: a traceback shown with its locals reprs __init__'s self.
         secret = getattr(self, "_key", None)

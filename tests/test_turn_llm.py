@@ -529,3 +529,10 @@ def test_the_context_cuts_the_main_request_after_the_turn_even_when_more_follows
         assert context.messages[-1] == {"role": "assistant", "content": FINAL}
         assert list(context.tools) == d.request_tools()
         assert (context.turn, context.worker_attempts) == (1, d.config.turn_worker_attempts)
+
+
+def test_a_bad_connection_option_names_the_compressors_argument() -> None:
+    from dashr_ext._turnmemory.llm import LLMTurnCompressor
+
+    with pytest.raises(ConfigError, match=r"LLMTurnCompressor\.max_retries: expected an integer"):
+        LLMTurnCompressor(base_url="http://127.0.0.1:9", model="m", max_retries=-1)

@@ -138,27 +138,24 @@ class LLMSummarizer:
         ):
             raise ConfigError("LLMSummarizer.max_tokens", "an integer >= 1", max_tokens)
         if client is None:
-            try:
-                client = ChatClient(
-                    base_url,
-                    model,
-                    key,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    backoff_base=backoff_base,
-                    backoff_max=backoff_max,
-                    retry_after_max=retry_after_max,
-                    headers=headers,
-                    label="llm summarizer",
-                    transport=transport,
-                    async_transport=async_transport,
-                    sleep=sleep,
-                    asleep=asleep,
-                    rng=rng,
-                )
-            except ConfigError as exc:
-                name = exc.field.removeprefix("ChatClient.")
-                raise ConfigError(f"LLMSummarizer.{name}", exc.accepted, exc.received) from None
+            client = ChatClient.for_owner(
+                "LLMSummarizer",
+                base_url,
+                model,
+                key,
+                timeout=timeout,
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                retry_after_max=retry_after_max,
+                headers=headers,
+                label="llm summarizer",
+                transport=transport,
+                async_transport=async_transport,
+                sleep=sleep,
+                asleep=asleep,
+                rng=rng,
+            )
         elif not isinstance(client, ChatClient):
             raise ConfigError("LLMSummarizer.client", "a ChatClient or None", client)
         self._chat = client

@@ -136,25 +136,22 @@ class LLMTurnCompressor:
             ):
                 raise ConfigError(f"LLMTurnCompressor.{name}", "an integer >= 1", value)
         if client is None:
-            try:
-                client = ChatClient(
-                    base_url,
-                    model,
-                    key,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    backoff_base=backoff_base,
-                    backoff_max=backoff_max,
-                    retry_after_max=retry_after_max,
-                    headers=headers,
-                    label="llm turn compressor",
-                    transport=transport,
-                    sleep=sleep,
-                    rng=rng,
-                )
-            except ConfigError as exc:
-                name = exc.field.removeprefix("ChatClient.")
-                raise ConfigError(f"LLMTurnCompressor.{name}", exc.accepted, exc.received) from None
+            client = ChatClient.for_owner(
+                "LLMTurnCompressor",
+                base_url,
+                model,
+                key,
+                timeout=timeout,
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                retry_after_max=retry_after_max,
+                headers=headers,
+                label="llm turn compressor",
+                transport=transport,
+                sleep=sleep,
+                rng=rng,
+            )
         elif not isinstance(client, ChatClient):
             raise ConfigError("LLMTurnCompressor.client", "a ChatClient or None", client)
         self._chat = client
