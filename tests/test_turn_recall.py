@@ -390,3 +390,14 @@ def test_tab_completes_the_turn_option(ip: InteractiveShell) -> None:
     host = ip.magics_manager.registry["Dashr"]
     assert complete(host, "%history_read --t", "--t") == ["--turn"]
     assert complete(host, "%dashr tu", "tu") == ["turns"]
+
+
+def test_a_landings_archive_key_reads_the_turn_it_rewrote(d: Dashr) -> None:
+    first, second = d.turns()
+    assert first.checkpoint is not None and second.checkpoint is not None
+    assert str(d.history_read(first.checkpoint)) == str(d.history_read(turn=1))
+    assert str(d.history_read(second.checkpoint.upper())) == str(d.history_read(turn=2))
+    by_tool = d.call_tool("history_read", {"checkpoint": first.checkpoint})
+    assert by_tool == str(d.history_read(turn=1))
+    with pytest.raises(RecallError, match="unknown checkpoint 't999999'"):
+        d.history_read("t999999")

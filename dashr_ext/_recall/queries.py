@@ -144,6 +144,17 @@ class Recall:
         """The seq of the pruned original ``name`` (``p<seq>``) names, else None."""
         return self._pruned.get(name.strip().lower()) if isinstance(name, str) else None
 
+    def _landing_turn(self, name: object) -> int | None:
+        """The turn a turn landing's archive key (``t<seq>``) rewrote, if ``name`` is one."""
+        if not isinstance(name, str) or not name.strip().lower().startswith("t"):
+            return None
+        key = name.strip().lower()
+        for event in self._job_events:
+            data = event.data
+            if event.type == "compaction/start" and data.get("checkpoint") == key:
+                return data["turn"] if _is_int(data.get("turn")) else None
+        return None
+
     def _checkpoint(self, name: object) -> Checkpoint:
         if not isinstance(name, str):
             raise RecallError(
@@ -235,6 +246,10 @@ class Recall:
         self._sync()
         executing = self._executing()
         if turn is not None:
+            found = find_turn(self.session.turns, turn, self.syntax)
+            return self._read_turn(found, found.start_seq, 0, executing)
+        if checkpoint is not None and (landed := self._landing_turn(checkpoint)) is not None:
+            turn = landed  # t<seq> names a turn landing: read the turn's originals
             found = find_turn(self.session.turns, turn, self.syntax)
             return self._read_turn(found, found.start_seq, 0, executing)
         if checkpoint is not None:
