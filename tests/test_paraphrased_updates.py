@@ -328,3 +328,23 @@ def test_an_update_naming_the_earlier_thing_leaves_another_things_value() -> Non
     )
     text = run(chat(("user", "Continue."), ("assistant", "The install went through.")), previous)
     assert "2027-08-16" in text and "May 11, 2027" in text
+
+
+def test_spend_capped_at_a_sum_updates_the_budget_of_the_same_thing() -> None:
+    text = run(
+        chat(
+            ("user", "Ok. REMEMBER: travel budget = $5,550. Do not edit anything under vendor/."),
+            ("assistant", "Noted."),
+            ("user", "The project budget is $800."),
+            ("assistant", "Finance says travel spend is capped at $5,400 now."),
+            ("user", "Quick update: keep the project's money under $1,350."),
+            ("assistant", "Noted."),
+        )
+    )
+    assert "$5,400" in text and "$5,550" not in text
+    assert "$1,350" in text and "$800" not in text
+    from dashr_ext._summarizers.extractive.facts import statements
+
+    (said,) = statements("Finance says travel spend is capped at $5,400 now.")
+    assert said[:2] == ("travel spend", "$5,400")  # who said it is not part of the label
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CHOOSES", "EARLIER", "FOR_LABEL", "LABEL_AFTER"]
+__all__ = ["CHOOSES", "EARLIER", "FOR_LABEL", "LABEL_AFTER", "MONEY_HEADS"]
 
 LABEL_AFTER = re.compile(
     r"\s+(?:as|is)\s+(?:the|our|my|your)\s+([a-z][a-z0-9]*(?:[ -][a-z0-9]+){0,3}?)"
@@ -30,3 +30,8 @@ FOR_LABEL = re.compile(
     re.I,
 )
 """The thing a value is chosen for: "use v5.35.9 for the release", "… for read traffic"."""
+MONEY_HEADS = frozenset(
+    {"budget", "budgets", "spend", "spending", "cap", "limit", "money", "allowance"}
+)
+"""Nouns a sum of money is the value of, one for another: "the travel budget" is "travel
+spend" when both qualify the same thing."""

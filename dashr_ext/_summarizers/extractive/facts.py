@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .anchors import Literal, bounded, typed_literals
-from .cues import CHOOSES, EARLIER, FOR_LABEL, LABEL_AFTER
+from .cues import CHOOSES, EARLIER, FOR_LABEL, LABEL_AFTER, MONEY_HEADS
 from .items import CRITICAL, NEXT, PENDING, REQUEST, VALUES, Items
 from .rewriting import only_stale, rewrite, rewrite_item, without_stale_sentences
 from .salience import overrides, score
@@ -46,7 +46,8 @@ _LINK_WORDS = (
     r"is|are|was|were|stays?|remains?|becomes?|equals?|should be|must be|must stay(?: at)?|"
     r"will be|to be|has to be|needs to be|(?:is |was )?(?:set|changed|moved|raised|lowered|"
     r"increased|decreased|reduced|bumped|switched|updated|pinned|fixed) to|goes to|at|of|to|"
-    r"now|currently|still|no longer|not|exactly|only|starts|begins|ends|opens|closes|is due"
+    r"now|currently|still|no longer|not|exactly|only|starts|begins|ends|opens|closes|is due|"
+    r"capped at|limited to|under|below|at most|no more than"
 )
 # The end of the text before a value: a label, then link words ("the cap is now", "region:").
 _LINK = re.compile(
@@ -55,7 +56,9 @@ _LINK = re.compile(
     re.I,
 )
 _CLAUSE = re.compile(
-    r"[,;()\[\]]|—|–|\b(?:and|but|or|while|which|that|who|where|so|then|when|if)\b", re.I
+    r"[,;()\[\]]|—|–|\b(?:and|but|or|while|which|that|who|where|so|then|when|if|says|said|"
+    r"confirms|confirmed|reports|reported|mentioned|noted)\b",
+    re.I,
 )
 # Words that introduce a thing ("the cap", "keep the backoff", "raise our limit").
 _INTRODUCERS = words(
@@ -210,10 +213,18 @@ class Facts:
             short, long_ = sorted((key, fact.key), key=len)
             if long_[-len(short) :] == short or (len(short) > 1 and long_[: len(short)] == short):
                 return fact  # "the freeze" or "the code freeze" is "the code freeze date"
-            if long_[:1] == short and value and _type_of(value) == _type_of(fact.value):
+            same_type = bool(value) and _type_of(value) == _type_of(fact.value)
+            if same_type and len(short) == 1 and long_[0].rstrip("s") == short[0].rstrip("s"):
                 return fact  # "switch staging to https://…" updates "the staging URL"
             if _stem(_head(key)) == _stem(_head(fact.key)) and not _qualified_apart(key, fact.key):
                 return fact
+            if (
+                same_type
+                and _type_of(value) == "money"
+                and {_head(key), _head(fact.key)} <= MONEY_HEADS
+                and _modifiers(key) & _modifiers(fact.key)
+            ):
+                return fact  # "travel spend is capped at $5,400" updates "the travel budget"
         return None
 
     def pairs(self) -> frozenset[str]:
